@@ -1,0 +1,96 @@
+"""tether: a small agent framework that gets the hard parts right.
+
+An agent is a loop: the brain (a :class:`Policy`) decides, a :class:`Tool` acts,
+the result is written into an append-only notebook (a :class:`Context` of
+:class:`Message` values), repeat until done. The :class:`Agent` runs that loop
+as a stream of typed events; a run can pause for a human, be journaled to a
+store, and resume later in another process.
+
+>>> from tether import Agent, tool
+>>> from tether.testing import ScriptedModel, Action
+"""
+
+from __future__ import annotations
+
+from .agent import Agent, RunResult
+from .context import Context
+from .events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Cancelled,
+    Compacted,
+    Event,
+    Failed,
+    Finished,
+    LimitReached,
+    ModelReplied,
+    Paused,
+    RunStarted,
+    Token,
+    ToolFinished,
+    ToolStarted,
+    replay,
+)
+from .exceptions import (
+    LeaseConflict,
+    ModelRequestsBlocked,
+    ProviderError,
+    SandboxUnavailable,
+    ScriptExhausted,
+    StateError,
+    StateIncompatible,
+    StateTampered,
+    StoreError,
+    TetherError,
+    UserError,
+)
+from .messages import Message, ToolCall, Usage
+from .policy import Action, FunctionPolicy, Policy
+from .state import Decision, PendingCall, RunState
+from .tools import Invocation, Tool, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Action",
+    "Agent",
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "Cancelled",
+    "Compacted",
+    "Context",
+    "Decision",
+    "Event",
+    "Failed",
+    "Finished",
+    "FunctionPolicy",
+    "Invocation",
+    "LeaseConflict",
+    "LimitReached",
+    "Message",
+    "ModelReplied",
+    "ModelRequestsBlocked",
+    "Paused",
+    "PendingCall",
+    "Policy",
+    "ProviderError",
+    "replay",
+    "RunResult",
+    "RunStarted",
+    "RunState",
+    "SandboxUnavailable",
+    "ScriptExhausted",
+    "StateError",
+    "StateIncompatible",
+    "StateTampered",
+    "StoreError",
+    "TetherError",
+    "Token",
+    "tool",
+    "Tool",
+    "ToolCall",
+    "ToolFinished",
+    "ToolStarted",
+    "Usage",
+    "UserError",
+]

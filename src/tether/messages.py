@@ -1,0 +1,199 @@
+"""Messages: the notes an agent writes in its notebook.
+
+A :class:`Message` is one frozen note (`system`, `user`, `assistant` or `tool`).
+An assistant message may carry :class:`ToolCall` requests; a tool message answers
+exactly one of them through ``tool_call_id``. Messages are plain values: they
+compare by content, round-trip through JSON exactly (:meth:`Message.to_dict` /
+:meth:`Message.from_dict`) and convert to the OpenAI chat-completions wire shape.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens spent by model requests.
+
+    >>> Usage(input_tokens=10, output_tokens=2) + Usage(input_tokens=5, requests=1)
+    Usage(input_tokens=15, output_tokens=2, requests=1)
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.requests + other.requests,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "requests": self.requests,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Usage:
+        return cls(
+            int(data.get("input_tokens", 0)),
+            int(data.get("output_tokens", 0)),
+            int(data.get("requests", 0)),
+        )
+
+
+def new_call_id() -> str:
+    """A fresh, unique tool-call id (``call_`` + 24 hex digits)."""
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A request from the model to run one tool.
+
+    ``arguments`` is the raw JSON text the model wrote, kept verbatim: it may be
+    malformed, and the loop turns that into a note the model can read.
+
+    >>> call = ToolCall.of("add", {"a": 1, "b": 2}, id="c1")
+    >>> call.arguments
+    '{"a": 1, "b": 2}'
+    """
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    @classmethod
+    def of(cls, name: str, args: dict[str, Any] | None = None, *, id: str | None = None) -> ToolCall:
+        """Build a call from a Python dict of arguments."""
+        return cls(id or new_call_id(), name, json.dumps(args or {}, ensure_ascii=False))
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
+        return cls(_str(data, "id"), _str(data, "name"), _str(data, "arguments"))
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One note in the notebook.
+
+    >>> Message.user("Where is my order?").role
+    'user'
+    >>> Message.tool_result("c1", "shipped", name="look_up").tool_call_id
+    'c1'
+    """
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    # Usage is bookkeeping about how the note was made, not part of the note.
+    usage: Usage | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"unknown message role {self.role!r}")
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError(f"only assistant messages carry tool calls, not {self.role!r}")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs the tool_call_id it answers")
+
+    @classmethod
+    def system(cls, content: str) -> Message:
+        return cls("system", content)
+
+    @classmethod
+    def user(cls, content: str) -> Message:
+        return cls("user", content)
+
+    @classmethod
+    def assistant(
+        cls, content: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()
+    ) -> Message:
+        return cls("assistant", content, tuple(tool_calls))
+
+    @classmethod
+    def tool_result(
+        cls, tool_call_id: str, content: str, *, name: str | None = None, is_error: bool = False
+    ) -> Message:
+        return cls("tool", content, tool_call_id=tool_call_id, name=name, is_error=is_error)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict that :meth:`from_dict` turns back into an equal message."""
+        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            data["name"] = self.name
+        if self.is_error:
+            data["is_error"] = True
+        if self.usage is not None:
+            data["usage"] = self.usage.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Message:
+        if not isinstance(data, dict):
+            raise ValueError(f"a message must be a JSON object, got {type(data).__name__}")
+        calls = data.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise ValueError("'tool_calls' must be a list")
+        usage = data.get("usage")
+        return cls(
+            role=_str(data, "role"),  # type: ignore[arg-type]  # checked in __post_init__
+            content=_str(data, "content", ""),
+            tool_calls=tuple(ToolCall.from_dict(c) for c in calls),
+            tool_call_id=_opt_str(data, "tool_call_id"),
+            name=_opt_str(data, "name"),
+            is_error=bool(data.get("is_error", False)),
+            usage=Usage.from_dict(usage) if isinstance(usage, dict) else None,
+        )
+
+    def to_openai(self) -> dict[str, Any]:
+        """This message in the OpenAI chat-completions wire shape."""
+        if self.role == "tool":
+            return {"role": "tool", "tool_call_id": self.tool_call_id, "content": self.content}
+        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["content"] = self.content or None
+            data["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return data
+
+
+def _str(data: dict[str, Any], key: str, default: str | None = None) -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str):
+        raise ValueError(f"field {key!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _opt_str(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"field {key!r} must be a string or null, got {type(value).__name__}")
+    return value

@@ -1,0 +1,144 @@
+"""Policies: the brain that decides the next move.
+
+A :class:`Policy` reads the notebook (a :class:`~tether.context.Context`) and the
+tools on offer and returns an assistant :class:`~tether.messages.Message`:
+optional reasoning text and zero or more tool calls. A reply without tool calls
+is the final answer. The loop never knows which kind of brain it talks to: a
+scripted list, a plain function (:class:`FunctionPolicy`), an LLM provider, or a
+small trained network all fit.
+
+A policy may also offer ``stream(context, tools)``: an async iterator of text
+pieces (``str``) ending with the complete Message. The loop turns the pieces
+into ``token`` events.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+from .context import Context
+from .exceptions import ModelRequestsBlocked, UserError
+from .messages import Message, ToolCall
+from .tools import Tool
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything with ``async decide(context, tools) -> Message``."""
+
+    async def decide(self, context: Context, tools: Sequence[Tool]) -> Message: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A plain-Python way to say "call this tool with these arguments".
+
+    >>> Action("look_up_order", {"order_id": "A1234"}, reasoning="pull up the order")
+    Action(tool='look_up_order', args={'order_id': 'A1234'}, reasoning='pull up the order')
+    """
+
+    tool: str
+    args: dict[str, Any] = field(default_factory=dict)
+    reasoning: str = ""
+
+
+Move = str | Message | Action | ToolCall | Sequence[Action | ToolCall]
+"""What a plain-Python brain may return: a final answer, a whole Message, or actions."""
+
+
+def to_message(decision: Move, call_prefix: str = "call") -> Message:
+    """Turn what a brain returned into an assistant Message.
+
+    Actions get ids ``{call_prefix}_{i}`` so that scripted runs are reproducible.
+
+    >>> to_message("done").content
+    'done'
+    >>> to_message([Action("a"), Action("b")], "call_3").tool_calls[1].id
+    'call_3_1'
+    """
+    if isinstance(decision, Message):
+        if decision.role != "assistant":
+            raise UserError(f"a policy must reply with an assistant message, not {decision.role!r}")
+        return decision
+    if isinstance(decision, str):
+        return Message.assistant(decision)
+    items = [decision] if isinstance(decision, Action | ToolCall) else list(decision)
+    calls: list[ToolCall] = []
+    thoughts: list[str] = []
+    for i, item in enumerate(items):
+        if isinstance(item, ToolCall):
+            calls.append(item)
+        elif isinstance(item, Action):
+            calls.append(ToolCall.of(item.tool, item.args, id=f"{call_prefix}_{i}"))
+            if item.reasoning:
+                thoughts.append(item.reasoning)
+        else:
+            raise UserError(f"a policy returned {type(item).__name__}; expected an Action or ToolCall")
+    return Message.assistant("\n".join(thoughts), calls)
+
+
+class FunctionPolicy:
+    """A brain written as a plain Python function (sync or async).
+
+    ``fn(context, tools)`` returns a final answer (``str``), an :class:`Action`, a
+    list of Actions (called in parallel), a ToolCall or a whole Message.
+
+    >>> def brain(ctx, tools):
+    ...     return "hello" if len(ctx) > 1 else Action("greet")
+    >>> policy = FunctionPolicy(brain)
+    """
+
+    def __init__(
+        self, fn: Callable[[Context, Sequence[Tool]], Move | Awaitable[Move]]
+    ) -> None:
+        self.fn = fn
+
+    async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
+        out = self.fn(context, tools)
+        if inspect.isawaitable(out):
+            out = await out
+        return to_message(out, f"call_{len(context)}")  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"FunctionPolicy({getattr(self.fn, '__name__', self.fn)!r})"
+
+
+async def ask(policy: Policy, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
+    """Drive any policy as a stream: text pieces, then exactly one Message."""
+    stream = getattr(policy, "stream", None)
+    if stream is None:
+        yield await policy.decide(context, tools)
+        return
+    final = None
+    async for piece in stream(context, tools):
+        if isinstance(piece, Message):
+            final = piece
+        else:
+            yield piece
+    if final is None:
+        raise UserError(f"{type(policy).__name__}.stream ended without a final Message")
+    yield final
+
+
+# Tests block real model requests; loopback servers (fakes, local models) stay allowed.
+_requests_blocked = False
+_LOOPBACK = frozenset(("127.0.0.1", "localhost", "::1", "[::1]"))
+
+
+def set_model_requests_blocked(blocked: bool) -> None:
+    """Block (or allow again) provider requests to anything but loopback."""
+    global _requests_blocked
+    _requests_blocked = blocked
+
+
+def check_model_request(url: str) -> None:
+    """Raise :class:`ModelRequestsBlocked` if requests to ``url`` are blocked."""
+    if _requests_blocked and (urlsplit(url).hostname or "") not in _LOOPBACK:
+        raise ModelRequestsBlocked(
+            f"a real model request to {url!r} was blocked: tests must use tether.testing "
+            "policies or a loopback server (see tether.testing.block_model_requests)"
+        )

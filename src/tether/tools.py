@@ -1,0 +1,329 @@
+"""Tools: the coworkers an agent can call.
+
+A :class:`Tool` has a name, a description for the model, a JSON Schema of its
+parameters and a function (sync or async). It also states its contract with the
+loop: ``terminal`` (its result ends the run), ``approval`` (a human must decide
+first), ``effect`` (what a crash between start and finish means; see
+:data:`Effect`) and ``timeout``.
+
+``@tool`` builds one from a plain function: the schema comes from its type hints,
+the descriptions from its docstring (Google, NumPy or Sphinx style). Arguments
+from the model are validated by pydantic before the function runs; a mistake is
+reported back to the model, naming the field and showing the schema fragment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
+
+if TYPE_CHECKING:
+    import pydantic
+
+    from .context import Context
+
+Effect = Literal["none", "idempotent", "once"]
+"""What a tool does to the world, and so what resuming after a crash may do:
+
+* ``"none"``: it only reads; run it again.
+* ``"idempotent"``: repeating it with the same ``Invocation.idempotency_key`` is safe.
+* ``"once"``: it must not happen twice; an interrupted call waits for a human.
+"""
+
+Approval = bool | Callable[[dict[str, Any], "Context"], bool]
+EFFECTS: frozenset[str] = frozenset(("none", "idempotent", "once"))
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """What a tool may learn about the call it is serving.
+
+    Declare a parameter annotated ``Invocation`` and the loop passes it in; it is
+    not part of the schema the model sees.
+
+    >>> @tool(effect="idempotent")
+    ... def charge(amount: int, call: Invocation) -> str:
+    ...     return f"charged {amount} with key {call.idempotency_key}"
+    """
+
+    run_id: str
+    call_id: str
+    tool_name: str
+
+    @property
+    def idempotency_key(self) -> str:
+        """``run_id:call_id``: the same on every retry of this one call."""
+        return f"{self.run_id}:{self.call_id}"
+
+
+class ArgumentsInvalid(ValueError):
+    """The model's arguments do not fit the tool's schema (becomes a note)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """A callable coworker with a contract.
+
+    Prefer the :func:`tool` decorator; build a Tool directly when the schema is
+    written by hand (then ``validator`` may be None and arguments pass as given).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    fn: Callable[..., Any]
+    terminal: bool = False
+    approval: Approval = False
+    effect: Effect = "once"
+    timeout: float | None = None
+    validator: type[pydantic.BaseModel] | None = field(default=None, repr=False)
+    inject: str | None = field(default=None, repr=False)  # name of the Invocation parameter
+
+    def __post_init__(self) -> None:
+        from .exceptions import UserError
+
+        if not _NAME.fullmatch(self.name):
+            raise UserError(f"tool name {self.name!r} must match {_NAME.pattern}")
+        if self.effect not in EFFECTS:
+            raise UserError(f"tool {self.name!r}: effect must be one of {sorted(EFFECTS)}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise UserError(f"tool {self.name!r}: timeout must be positive")
+
+    def definition(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}``: what a model is shown."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def fingerprint(self) -> str:
+        """A hash of everything about this tool that a paused run relies on."""
+        gate = "callable" if callable(self.approval) else bool(self.approval)
+        blob = json.dumps(
+            [self.definition(), self.terminal, gate, self.effect], sort_keys=True, separators=(",", ":")
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def needs_approval(self, args: dict[str, Any], context: Context) -> bool:
+        """Whether this call must wait for a human decision."""
+        if callable(self.approval):
+            return bool(self.approval(args, context))
+        return bool(self.approval)
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated (and safely coerced) arguments, or :class:`ArgumentsInvalid`."""
+        if self.validator is None:
+            return dict(args)
+        import pydantic
+
+        try:
+            model = self.validator.model_validate(args)
+        except pydantic.ValidationError as exc:
+            raise ArgumentsInvalid(self._explain(exc)) from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    def _explain(self, exc: pydantic.ValidationError) -> str:
+        props = self.parameters.get("properties", {})
+        lines = [f"invalid arguments for tool {self.name!r}:"]
+        for err in exc.errors(include_url=False):
+            where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+            top = str(err["loc"][0]) if err["loc"] else ""
+            got = "" if err["type"] == "missing" else f" (got {json.dumps(err.get('input'), default=str)[:200]})"
+            lines.append(f"- field {where!r}: {err['msg']}{got}")
+            if top in props:
+                lines.append(f"  expected: {json.dumps(props[top], sort_keys=True)}")
+        return "\n".join(lines)
+
+    async def invoke(self, args: dict[str, Any], invocation: Invocation) -> Any:
+        """Run the function with validated ``args`` (sync functions in a thread)."""
+        kwargs = dict(args)
+        if self.inject:
+            kwargs[self.inject] = invocation
+        if inspect.iscoroutinefunction(self.fn):
+            call: Awaitable[Any] = self.fn(**kwargs)
+        else:
+            call = asyncio.to_thread(self.fn, **kwargs)
+        if self.timeout is None:
+            return await call
+        async with asyncio.timeout(self.timeout):
+            return await call
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    terminal: bool = False,
+    approval: Approval = False,
+    effect: Effect = "once",
+    timeout: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    terminal: bool = False,
+    approval: Approval = False,
+    effect: Effect = "once",
+    timeout: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a :class:`Tool` from a function, its type hints and its docstring.
+
+    >>> @tool(effect="none")
+    ... def add(a: int, b: int = 0) -> int:
+    ...     '''Add two numbers.
+    ...
+    ...     Args:
+    ...         a: the first number.
+    ...         b: the second number.
+    ...     '''
+    ...     return a + b
+    >>> add.parameters["properties"]["a"]
+    {'description': 'the first number.', 'type': 'integer'}
+    """
+
+    def build(f: Callable[..., Any]) -> Tool:
+        summary, param_docs = parse_docstring(inspect.getdoc(f) or "")
+        validator, inject = _signature_model(f, param_docs)
+        return Tool(
+            name=name or f.__name__,
+            description=description if description is not None else summary,
+            parameters=schema_of(validator),
+            fn=f,
+            terminal=terminal,
+            approval=approval,
+            effect=effect,
+            timeout=timeout,
+            validator=validator,
+            inject=inject,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def _signature_model(
+    f: Callable[..., Any], param_docs: Mapping[str, str]
+) -> tuple[type[pydantic.BaseModel], str | None]:
+    import pydantic
+
+    from .exceptions import UserError
+
+    hints = get_type_hints(f)
+    fields: dict[str, Any] = {}
+    inject = None
+    for p in inspect.signature(f).parameters.values():
+        hint = hints.get(p.name, Any)
+        if hint is Invocation:
+            inject = p.name
+            continue
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            raise UserError(f"tool {f.__name__!r}: parameter {p.name!r} must be a named parameter")
+        default = ... if p.default is p.empty else p.default
+        fields[p.name] = (hint, pydantic.Field(default, description=param_docs.get(p.name)))
+    config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+    model = pydantic.create_model(f"{f.__name__}_args", __config__=config, **fields)
+    return model, inject
+
+
+def schema_of(model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The JSON Schema of a pydantic model, without pydantic's generated titles."""
+    schema = model.model_json_schema()
+    _strip_titles(schema)
+    schema.setdefault("properties", {})
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _strip_titles(node: Any) -> None:
+    if isinstance(node, dict):
+        if isinstance(node.get("title"), str):
+            del node["title"]
+        for key, value in node.items():
+            if key in ("properties", "$defs"):
+                for sub in value.values():
+                    _strip_titles(sub)
+            else:
+                _strip_titles(value)
+    elif isinstance(node, list):
+        for item in node:
+            _strip_titles(item)
+
+
+_SECTION = re.compile(
+    r"^(Args|Arguments|Parameters|Params|Returns|Return|Yields|Raises|Examples?|Notes?|See Also)\s*:?\s*$"
+)
+
+
+def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a docstring into (description, {parameter: description}).
+
+    Understands Google (``Args:``), NumPy (``Parameters`` + dashes) and Sphinx
+    (``:param x:``) styles.
+    """
+    lines = doc.splitlines()
+    params: dict[str, str] = {}
+    summary: list[str] = []
+    section: str | None = None
+    current: str | None = None
+    for i, raw in enumerate(lines):
+        line = raw.strip()
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if m := re.match(r":param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)", line):
+            section, current = "sphinx", m.group(1)
+            params[current] = m.group(2).strip()
+            continue
+        if line.startswith(":"):
+            section, current = "sphinx-other", None
+            continue
+        if _SECTION.match(line) or (line and nxt and set(nxt) == {"-"}):
+            section = line.rstrip(":").lower()
+            current = None
+            continue
+        if set(line) == {"-"}:
+            continue
+        if section is None:
+            summary.append(line)
+        elif section in ("args", "arguments", "parameters", "params"):
+            google = re.match(r"(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)", line)
+            numpy = re.match(r"(\w+)\s*:\s*[^\s].*$", line) if raw[:1] not in (" ", "\t") else None
+            indent = len(raw) - len(raw.lstrip())
+            if numpy and section == "parameters" and not google or (numpy and indent == 0):
+                current = numpy.group(1)
+                params[current] = ""
+            elif google and (current is None or indent <= _indent_of(lines, current)):
+                current = google.group(1).lstrip("*")
+                params[current] = google.group(3).strip()
+            elif current and line:
+                params[current] = (params[current] + " " + line).strip()
+        elif section == "sphinx" and current and line:
+            params[current] = (params[current] + " " + line).strip()
+    return "\n".join(summary).strip(), params
+
+
+def _indent_of(lines: list[str], name: str) -> int:
+    for raw in lines:
+        if re.match(rf"\s*\*{{0,2}}{re.escape(name)}\s*(\([^)]*\))?\s*:", raw):
+            return len(raw) - len(raw.lstrip())
+    return 0
+
+
+def result_text(value: Any) -> str:
+    """How a tool's return value is written into the notebook."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    import pydantic_core
+
+    return pydantic_core.to_json(value, fallback=str).decode()

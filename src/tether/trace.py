@@ -1,0 +1,73 @@
+"""A readable trace of a run, the way the seed article tells one.
+
+>>> print(render(result.events, name="support"))     # doctest: +SKIP
+you asked: "Can I get a refund for order A1234?"
+  support thought: let me pull up the order first
+    -> look_up_order returned: A1234, Wireless Headphones, $79, delivered
+  final answer: Refunded $79.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .context import Context
+from .events import Event, RunStarted, ModelReplied, ToolFinished
+from .messages import Message
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render(run: Iterable[Event] | Context | Iterable[Message], *, name: str = "agent", width: int = 200) -> str:
+    """The trace of a run's events, a Context, or a list of messages, as text."""
+    lines: list[str] = []
+    for item in run:
+        if isinstance(item, Message):
+            _message(lines, item, name, width)
+        elif isinstance(item, RunStarted):
+            for m in item.messages:
+                _message(lines, m, name, width)
+        elif isinstance(item, ModelReplied):
+            _message(lines, item.message, name, width)
+        elif isinstance(item, ToolFinished):
+            _message(lines, item.result, name, width)
+        else:
+            _event(lines, item, width)
+    return "\n".join(lines)
+
+
+def _message(lines: list[str], m: Message, name: str, width: int) -> None:
+    if m.role == "user":
+        lines.append(f'you asked: "{_short(m.content, width)}"')
+    elif m.role == "assistant" and m.tool_calls:
+        if m.content:
+            lines.append(f"  {name} thought: {_short(m.content, width)}")
+        for c in m.tool_calls:
+            lines.append(f"  {name} calls: {c.name}({_short(c.arguments, width)})")
+    elif m.role == "assistant":
+        lines.append(f"  final answer: {_short(m.content, width)}")
+    elif m.role == "tool":
+        verb = "failed" if m.is_error else "returned"
+        lines.append(f"    -> {m.name or 'tool'} {verb}: {_short(m.content, width)}")
+
+
+def _event(lines: list[str], ev: Event, width: int) -> None:
+    kind = ev.kind
+    if kind == "approval-requested":
+        lines.append(f"    ?? {ev.call.name} waits for a human decision")  # type: ignore[union-attr]
+    elif kind == "approval-decided":
+        d = ev.decision  # type: ignore[union-attr]
+        lines.append(f"    !! a human said {d['verdict']} to {d['call_id']}")
+    elif kind == "paused":
+        lines.append(f"  (paused: {ev.reason})")  # type: ignore[union-attr]
+    elif kind == "failed":
+        lines.append(f"  (failed: {_short(ev.error, width)})")  # type: ignore[union-attr]
+    elif kind == "cancelled":
+        lines.append("  (cancelled)")
+    elif kind == "limit-reached":
+        lines.append(f"  (stopped: the {ev.limit} limit of {ev.value:g} was reached)")  # type: ignore[union-attr]
+    elif kind == "compacted":
+        lines.append("  (older notes were summarised)")
