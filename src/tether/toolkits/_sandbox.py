@@ -1,0 +1,606 @@
+"""The OS sandbox that the ``shell`` and ``python`` tools run in.
+
+A command runs under bubblewrap in fresh user, pid, network, ipc, uts and mount
+namespaces, as uid 65534 with every capability dropped and ``no_new_privs`` set.
+It sees a read-only system (``/usr``, ``/etc`` minus the files the host keeps
+from other users, and the ``/bin`` and ``/lib`` links), a private ``/proc``,
+``/dev`` and ``/tmp``, and the workspace read-write except ``.git`` (read-only)
+and ``.tether`` (hidden). Everything else on the host (``/root``, ``/home``, the
+host's ``/tmp``, ``/var``, ``/run``...) is simply absent.
+
+Limits: ``prlimit`` sets CPU seconds, address space, file size and open files;
+when the cgroup hierarchy is writable each command also gets its own pids and
+memory cgroup (RLIMIT_NPROC does nothing for a host-root sandbox). A wall-clock
+timeout kills the whole sandbox, and output is captured up to a byte cap.
+
+There is no silent fallback: without a working bubblewrap, :meth:`Sandbox.run`
+raises :class:`~tether.exceptions.SandboxUnavailable` unless the sandbox was made
+with ``unsafe_no_sandbox=True``.
+
+>>> sandbox = Sandbox("/path/to/project")
+>>> result = await sandbox.run(["bash", "-c", "ls | wc -l"])  # doctest: +SKIP
+>>> result.exit_code, result.stdout  # doctest: +SKIP
+(0, b'12\\n')
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..exceptions import SandboxUnavailable, UserError
+
+__all__ = [
+    "ExecResult",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxUnavailable",
+    "UnsandboxedWarning",
+    "probe_sandbox",
+]
+
+MiB = 1 << 20
+SANDBOX_UID = 65534  # "nobody": not root inside, so nothing owned by uid 0 there is ours
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+READ_ONLY_ENTRIES = (".git",)  # inside the workspace: visible, not writable
+HIDDEN_ENTRIES = (".tether",)  # inside the workspace: replaced by an empty directory
+INSTALL_HINT = (
+    "install it with `apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap` "
+    "(Fedora), or pass unsafe_no_sandbox=True to run commands on the host without isolation"
+)
+_SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_HELPER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_REQUIRED_OPTIONS = ("--unshare-all", "--cap-drop", "--die-with-parent", "--new-session", "--clearenv")
+
+
+class UnsandboxedWarning(RuntimeWarning):
+    """Commands will run on the host without isolation (``unsafe_no_sandbox=True``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """Resource limits for one sandboxed command.
+
+    ``memory`` caps each process's address space and, when a memory cgroup can be
+    made, the whole sandbox. ``processes`` needs a writable pids cgroup (or a
+    non-root user). ``output`` caps stdout and stderr separately.
+
+    >>> SandboxLimits(timeout=10.0, memory=256 * MiB).cpu_seconds
+    30
+    """
+
+    timeout: float = 30.0
+    cpu_seconds: int = 30
+    memory: int = 512 * MiB
+    file_size: int = 256 * MiB
+    open_files: int = 256
+    processes: int = 64
+    output: int = 1 * MiB
+    tmp_size: int = 64 * MiB
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            if getattr(self, name) <= 0:
+                raise UserError(f"sandbox limit {name!r} must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """What a command did.
+
+    ``exit_code`` is the command's status (128 + N when a signal N ended it
+    inside the sandbox; negative when tether killed the sandbox itself).
+    ``killed_reason`` names the limit that stopped or hobbled the command.
+    Output past the cap is dropped and a marker line says how much.
+
+    >>> ExecResult(0, b"hi\\n", b"").ok
+    True
+    """
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    truncated: bool = False
+    timed_out: bool = False
+    killed_reason: str | None = None
+    sandboxed: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """Where and how commands run: a workspace, limits and isolation settings.
+
+    ``read_only_paths`` adds host paths the command may read (say ``/opt/tools``).
+    ``bwrap`` is the bubblewrap executable, looked up on ``PATH`` unless it
+    contains a slash. ``unsafe_no_sandbox=True`` runs commands directly on the
+    host (same limits, scrubbed environment, no isolation).
+
+    >>> Sandbox("/path/to/project", network=False).limits.timeout  # doctest: +SKIP
+    30.0
+    """
+
+    workspace: str
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    network: bool = False
+    read_only_paths: tuple[str, ...] = ()
+    bwrap: str = "bwrap"
+    unsafe_no_sandbox: bool = False
+
+    def __post_init__(self) -> None:
+        root = os.path.realpath(os.fspath(self.workspace))
+        if not os.path.isdir(root):
+            raise UserError(f"workspace {self.workspace!r} is not a directory")
+        if any(_is_within(system, root) for system in _SYSTEM_PATHS):
+            raise UserError(f"workspace {root!r} would make system directories writable")
+        object.__setattr__(self, "workspace", root)
+        object.__setattr__(self, "read_only_paths", tuple(self.read_only_paths))
+        if self.unsafe_no_sandbox:
+            warnings.warn(
+                f"commands in {root!r} will run on the host WITHOUT a sandbox "
+                "(unsafe_no_sandbox=True): no isolation, only resource limits",
+                UnsandboxedWarning,
+                stacklevel=3,
+            )
+
+    def check(self) -> None:
+        """Raise SandboxUnavailable unless commands can run (isolated, or unsafe by choice)."""
+        if not self.unsafe_no_sandbox and (reason := probe_sandbox(self.bwrap)):
+            raise SandboxUnavailable(reason)
+
+    async def run(
+        self, argv: Sequence[str], *, stdin: bytes | None = None, limits: SandboxLimits | None = None
+    ) -> ExecResult:
+        """Run ``argv`` in the workspace and return its result; never leaves processes behind."""
+        if not argv:
+            raise UserError("Sandbox.run needs a non-empty argv")
+        limits = limits or self.limits
+        if self.unsafe_no_sandbox:
+            prefix: list[str] = []
+        else:
+            probe = await asyncio.to_thread(_find, self.bwrap)
+            if isinstance(probe, str):
+                raise SandboxUnavailable(probe)
+            prefix = _bwrap_argv(probe, self)
+        cgroup = _Cgroup.create(limits)
+        command = [*cgroup.join_prefix(), *_prlimit_argv(limits), *prefix, *argv]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.workspace,
+                env=_scrubbed_env(self.workspace) if self.unsafe_no_sandbox else {"PATH": _HELPER_PATH},
+                start_new_session=True,  # one process group to kill on timeout
+            )
+        except BaseException:
+            cgroup.remove()
+            raise
+        return await _supervise(proc, cgroup, limits, stdin, sandboxed=not self.unsafe_no_sandbox)
+
+
+def probe_sandbox(bwrap: str = "bwrap") -> str | None:
+    """Why sandboxed commands cannot run here, or None when they can.
+
+    The probe runs a real sandbox once per bubblewrap binary and checks that it
+    starts, has no capabilities and cannot write ``/``.
+
+    >>> probe_sandbox("/nonexistent/bwrap")
+    "bubblewrap not found at '/nonexistent/bwrap'; install it with ..."
+    """
+    found = _find(bwrap)
+    return found if isinstance(found, str) else None
+
+
+# --- probing ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Bwrap:
+    path: str
+    options: frozenset[str]
+
+
+def _find(bwrap: str) -> _Bwrap | str:
+    """A working bubblewrap named ``bwrap``, or the reason there is none."""
+    path = shutil.which(bwrap)
+    if path is None:
+        where = f"at {bwrap!r}" if "/" in bwrap else f"on PATH (looked for {bwrap!r})"
+        return f"bubblewrap not found {where}; {INSTALL_HINT}"
+    return _probe(os.path.realpath(path))
+
+
+@functools.cache
+def _probe(path: str) -> _Bwrap | str:
+    """A working bubblewrap at ``path``, or the reason there is none (cached per path)."""
+    if not _helper("prlimit"):
+        return "'prlimit' (util-linux) not found; install it with `apt-get install util-linux`"
+    try:
+        help_text = subprocess.run(
+            [path, "--help"], capture_output=True, text=True, timeout=10, env={}
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"cannot run bubblewrap at {path!r}: {exc}; {INSTALL_HINT}"
+    options = frozenset(re.findall(r"--[a-z][a-z0-9-]*", help_text))
+    if missing := [o for o in _REQUIRED_OPTIONS if o not in options]:
+        return f"bubblewrap at {path!r} is too old (missing {', '.join(missing)}); {INSTALL_HINT}"
+    bwrap = _Bwrap(path, options)
+    check = r'grep -Eq "^CapEff:[[:space:]]*0+$" /proc/self/status && ! touch /probe 2>/dev/null'
+    with tempfile.TemporaryDirectory(prefix="tether-probe-") as ws:
+        argv = [*_bwrap_argv(bwrap, Sandbox(ws)), "sh", "-c", check]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=10, env={})
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"bubblewrap at {path!r} failed its probe: {exc}"
+    if done.returncode != 0:
+        detail = done.stderr.strip()[:300] or f"exit status {done.returncode}"
+        return (
+            f"bubblewrap at {path!r} failed its probe ({detail}); the sandbox needs user "
+            "namespaces (sysctl user.max_user_namespaces > 0, and on Ubuntu "
+            "kernel.apparmor_restrict_unprivileged_userns=0)"
+        )
+    return bwrap
+
+
+def _helper(name: str) -> str | None:
+    return shutil.which(name) or shutil.which(name, path=_HELPER_PATH)
+
+
+# --- command lines ----------------------------------------------------------------------
+
+
+def _bwrap_argv(bwrap: _Bwrap, box: Sandbox) -> list[str]:
+    ws = box.workspace
+    argv = [bwrap.path, "--unshare-all"]
+    if box.network:
+        argv.append("--share-net")
+    uid = str(SANDBOX_UID)
+    argv += ["--unshare-user", "--uid", uid, "--gid", uid, "--cap-drop", "ALL"]
+    if "--disable-userns" in bwrap.options:
+        argv.append("--disable-userns")  # no nested namespace in which to regain capabilities
+    argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    for path in (*_SYSTEM_PATHS, *box.read_only_paths):
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    for path, is_dir in _restricted("/etc"):
+        argv += ["--tmpfs", path] if is_dir else ["--ro-bind", "/dev/null", path]
+    if box.network and os.path.islink("/etc/resolv.conf"):
+        real = os.path.realpath("/etc/resolv.conf")
+        argv += ["--ro-bind-try", real, real]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    if "--size" in bwrap.options:
+        argv += ["--size", str(box.limits.tmp_size)]
+    argv += ["--tmpfs", "/tmp", "--bind", ws, ws]
+    for name in READ_ONLY_ENTRIES:
+        path = os.path.join(ws, name)
+        if os.path.lexists(path) and not os.path.islink(path):
+            argv += ["--ro-bind", path, path]
+    for name in HIDDEN_ENTRIES:
+        path = os.path.join(ws, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            argv += ["--tmpfs", path, "--remount-ro", path]
+        elif os.path.lexists(path) and not os.path.islink(path):
+            argv += ["--ro-bind", "/dev/null", path]
+    argv += ["--remount-ro", "/"]  # the sandbox's own root; otherwise a writable tmpfs
+    argv += ["--chdir", ws, "--clearenv"]
+    for key, value in _scrubbed_env(ws).items():
+        argv += ["--setenv", key, value]
+    return [*argv, "--"]
+
+
+@functools.cache
+def _restricted(root: str) -> tuple[tuple[str, bool], ...]:
+    """Entries under ``root`` the host hides from other users: (path, is_dir).
+
+    The sandbox's uid maps to the host user running tether, so it could read
+    that user's private files (``/etc/shadow`` for root); they are masked.
+    """
+    found: list[tuple[str, bool]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in list(dirnames):
+            st = os.lstat(os.path.join(dirpath, name))
+            if stat.S_ISDIR(st.st_mode) and (st.st_mode & 0o005) != 0o005:
+                found.append((os.path.join(dirpath, name), True))
+                dirnames.remove(name)
+        for name in filenames:
+            st = os.lstat(os.path.join(dirpath, name))
+            if stat.S_ISREG(st.st_mode) and not st.st_mode & stat.S_IROTH:
+                found.append((os.path.join(dirpath, name), False))
+    return tuple(found)
+
+
+def _scrubbed_env(workspace: str) -> dict[str, str]:
+    """The whole environment a command gets: nothing inherited, so no keys or tokens."""
+    return {
+        "PATH": SANDBOX_PATH,
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "PWD": workspace,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def _prlimit_argv(limits: SandboxLimits) -> list[str]:
+    prlimit = _helper("prlimit")
+    if prlimit is None:
+        raise SandboxUnavailable("'prlimit' (util-linux) not found; install `util-linux`")
+    cpu = limits.cpu_seconds
+    argv = [
+        prlimit,
+        f"--cpu={cpu}:{cpu + 1}",  # SIGXCPU at the soft limit names the cause; SIGKILL a second later
+        f"--as={limits.memory}",
+        f"--fsize={limits.file_size}",
+        f"--nofile={limits.open_files}",
+        "--core=0",
+    ]
+    if os.geteuid() != 0:  # counted per user namespace for non-root; root is exempt (see docs)
+        argv.append(f"--nproc={limits.processes}")
+    return argv
+
+
+def _is_within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+# --- cgroups ----------------------------------------------------------------------------
+
+_JOIN_SCRIPT = (
+    'for d; do [ "$d" = -- ] && break; echo $$ > "$d/cgroup.procs" || exit 125; shift; done; '
+    'shift; exec "$@"'
+)
+_counter = itertools.count()
+
+
+@dataclass(frozen=True, slots=True)
+class _Cgroup:
+    """The pids/memory cgroup directories made for one command (maybe none)."""
+
+    dirs: tuple[str, ...] = ()
+
+    @classmethod
+    def create(cls, limits: SandboxLimits) -> _Cgroup:
+        settings = {
+            "pids": {"pids.max": limits.processes},
+            "memory": {
+                "memory.limit_in_bytes": limits.memory,  # v1
+                "memory.memsw.limit_in_bytes": limits.memory,  # v1 with swap accounting
+                "memory.max": limits.memory,  # v2
+                "memory.swap.max": 0,  # v2
+            },
+        }
+        made: list[str] = []
+        name = f"tether-{os.getpid()}-{next(_counter)}"
+        for base, controllers in _cgroup_bases():
+            path = os.path.join(base, name)
+            try:
+                os.mkdir(path)
+            except OSError:
+                continue
+            wanted = {file: v for c in controllers for file, v in settings[c].items()}
+            if _configure(path, wanted):
+                made.append(path)
+            else:
+                _rmdir(path)
+        return cls(tuple(made))
+
+    def join_prefix(self) -> list[str]:
+        if not self.dirs:
+            return []
+        sh = _helper("sh") or "/bin/sh"
+        return [sh, "-c", _JOIN_SCRIPT, "tether-sandbox", *self.dirs, "--"]
+
+    def counter(self, file: str, key: str) -> int:
+        total = 0
+        for d in self.dirs:
+            for line in _read(os.path.join(d, file)).splitlines():
+                name, _, value = line.partition(" ")
+                if name == key and value.strip().isdigit():
+                    total += int(value)
+        return total
+
+    def kill(self) -> bool:
+        """SIGKILL every process in the cgroups; True when they were already empty."""
+        empty = True
+        for d in self.dirs:
+            for pid in _read(os.path.join(d, "cgroup.procs")).split():
+                empty = False
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+        return empty
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            _rmdir(d)
+
+
+@functools.cache
+def _cgroup_bases() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Our own cgroup directories (and their controllers) to nest per-command cgroups in."""
+    bases: dict[str, list[str]] = {}
+    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+    for line in _read("/proc/self/cgroup").splitlines():
+        hierarchy, controllers, path = line.split(":", 2)
+        if v2 and hierarchy == "0":
+            base = "/sys/fs/cgroup" + path.rstrip("/")
+            enabled = _read(os.path.join(base, "cgroup.controllers")).split()
+            bases[base] = [c for c in ("pids", "memory") if c in enabled]
+        elif not v2:
+            for c in controllers.split(","):
+                base = f"/sys/fs/cgroup/{c}{path.rstrip('/')}"
+                if c in ("pids", "memory") and os.path.isdir(base):
+                    bases.setdefault(base, []).append(c)
+    for base in bases:
+        _sweep_stale(base)
+    return tuple((base, tuple(cs)) for base, cs in bases.items() if cs)
+
+
+def _configure(path: str, settings: dict[str, int]) -> bool:
+    wrote_any = False
+    for file, value in settings.items():
+        target = os.path.join(path, file)
+        if not os.path.exists(target):
+            continue
+        try:
+            with open(target, "w") as f:
+                f.write(str(value))
+            wrote_any = True
+        except OSError:
+            if file in ("pids.max", "memory.limit_in_bytes", "memory.max"):
+                return False
+    return wrote_any
+
+
+def _sweep_stale(base: str) -> None:
+    """Remove cgroups left by tether processes that died (kill -9 leaves them behind)."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir(base):
+            m = re.fullmatch(r"tether-(\d+)-\d+", name)
+            if m and not _alive(int(m.group(1))):
+                _rmdir(os.path.join(base, name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _rmdir(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+# --- supervising one process ------------------------------------------------------------
+
+
+class _Capture:
+    """Keeps the first ``cap`` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.kept = bytearray()
+        self.dropped = 0
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(64 * 1024):
+            room = max(self.cap - len(self.kept), 0)
+            self.kept += chunk[:room]
+            self.dropped += max(len(chunk) - room, 0)
+
+    def value(self) -> bytes:
+        if not self.dropped:
+            return bytes(self.kept)
+        return bytes(self.kept) + f"\n[... output truncated: {self.dropped} more bytes ...]\n".encode()
+
+
+async def _supervise(
+    proc: asyncio.subprocess.Process,
+    cgroup: _Cgroup,
+    limits: SandboxLimits,
+    stdin: bytes | None,
+    *,
+    sandboxed: bool,
+) -> ExecResult:
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = _Capture(limits.output), _Capture(limits.output)
+    tasks = [asyncio.ensure_future(out.drain(proc.stdout)), asyncio.ensure_future(err.drain(proc.stderr))]
+    if stdin is not None:
+        tasks.append(asyncio.ensure_future(_feed(proc, stdin)))
+    timed_out = False
+    try:
+        try:
+            async with asyncio.timeout(limits.timeout):
+                await proc.wait()
+        except TimeoutError:
+            timed_out = True
+        # Whatever the command left running (background jobs, a fork bomb) dies with it.
+        _kill_all(proc, cgroup)
+        await asyncio.wait(tasks, timeout=5.0)
+        await proc.wait()
+        for _ in range(200):
+            if cgroup.kill():
+                break
+            await asyncio.sleep(0.01)
+        oom_kills = cgroup.counter("memory.oom_control", "oom_kill") + cgroup.counter(
+            "memory.events", "oom_kill"
+        )
+        pid_hits = cgroup.counter("pids.events", "max")
+    finally:
+        _kill_all(proc, cgroup)
+        for task in tasks:
+            task.cancel()
+        cgroup.remove()
+    code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+    return ExecResult(
+        exit_code=code,
+        stdout=out.value(),
+        stderr=err.value(),
+        truncated=bool(out.dropped or err.dropped),
+        timed_out=timed_out,
+        killed_reason=_killed_reason(code, limits, timed_out, oom_kills, pid_hits),
+        sandboxed=sandboxed,
+    )
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+        proc.stdin.close()
+
+
+def _kill_all(proc: asyncio.subprocess.Process, cgroup: _Cgroup) -> None:
+    # The pgid outlives a reaped leader only while group members remain, so this
+    # never hits a stranger; the sandbox's own processes die with its pid namespace.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    cgroup.kill()
+
+
+def _killed_reason(
+    code: int, limits: SandboxLimits, timed_out: bool, oom_kills: int, pid_hits: int
+) -> str | None:
+    if timed_out:
+        return f"wall-clock timeout ({limits.timeout:g} s)"
+    if oom_kills:
+        return f"memory limit ({limits.memory // MiB} MiB)"
+    if code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
+        return f"CPU time limit ({limits.cpu_seconds} s)"
+    if code in (128 + signal.SIGXFSZ, -signal.SIGXFSZ):
+        return f"file size limit ({limits.file_size // MiB} MiB)"
+    if pid_hits:
+        return f"process limit ({limits.processes})"
+    return None

@@ -1,0 +1,196 @@
+"""Path confinement for the file tools: every path a model names stays in the workspace.
+
+A path is joined to the workspace root, resolved with ``os.path.realpath`` (so
+``..`` and symlinks are followed) and refused unless the result is inside the
+root. Opening then walks the *resolved* path one component at a time from a
+descriptor of the root with ``O_NOFOLLOW``: if anything was swapped for a
+symlink between the check and the open (a sandboxed command may be running at
+the same time), the open fails instead of following it out.
+
+``.git`` may be read but not written, and ``.tether`` (tether's own state) is
+neither readable nor writable, matching what the sandbox shows commands.
+
+>>> ws = Workspace("/srv/project")  # doctest: +SKIP
+>>> ws.relative("src/../README.md")  # doctest: +SKIP
+'README.md'
+>>> ws.relative("../etc/passwd")  # doctest: +SKIP
+Traceback (most recent call last):
+PathRefused: path '../etc/passwd' is outside the workspace
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..exceptions import UserError
+
+__all__ = ["PathRefused", "Workspace"]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class PathRefused(ValueError):
+    """A path the model gave is outside the workspace or protected (shown to the model)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """The directory the file tools may touch.
+
+    >>> Workspace("/srv/project").read_only  # doctest: +SKIP
+    ('.git',)
+    """
+
+    root: str
+    read_only: tuple[str, ...] = (".git",)
+    hidden: tuple[str, ...] = (".tether",)
+
+    def __post_init__(self) -> None:
+        root = os.path.realpath(os.fspath(self.root))
+        if not os.path.isdir(root):
+            raise UserError(f"workspace {self.root!r} is not a directory")
+        object.__setattr__(self, "root", root)
+
+    def relative(self, path: str, *, write: bool = False) -> str:
+        """``path`` resolved and made relative to the root (``"."`` for the root itself).
+
+        Raises PathRefused for paths that leave the workspace, and for hidden
+        (or, with ``write=True``, read-only) entries.
+        """
+        if not path or "\x00" in path:
+            raise PathRefused(f"path {path!r} is empty or contains a NUL byte")
+        real = os.path.realpath(os.path.join(self.root, path))
+        if real != self.root and not real.startswith(self.root + os.sep):
+            raise PathRefused(
+                f"path {path!r} is outside the workspace (it resolves to {real!r}); "
+                "use a path inside the workspace, relative to it"
+            )
+        rel = os.path.relpath(real, self.root)
+        top = rel.split(os.sep, 1)[0]
+        if top in self.hidden:
+            raise PathRefused(f"path {path!r} is inside {top!r}, which tools may not access")
+        if write and (top in self.read_only or rel == "."):
+            raise PathRefused(f"path {path!r} is read-only for tools")
+        return rel
+
+    @contextlib.contextmanager
+    def _parent_fd(self, rel: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+        """An open descriptor of ``rel``'s parent directory and ``rel``'s last name."""
+        parts = [] if rel == "." else rel.split(os.sep)
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for part in parts[:-1]:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if _is_link(part, fd):  # O_NOFOLLOW|O_DIRECTORY says ENOTDIR for a link
+                        exc = OSError(errno.ELOOP, "symbolic link")
+                    raise PathRefused(_explain(rel, exc)) from None
+                os.close(fd)
+                fd = child
+            yield fd, parts[-1] if parts else "."
+        finally:
+            os.close(fd)
+
+    def read_bytes(self, path: str, limit: int) -> tuple[bytes, int]:
+        """Up to ``limit`` bytes of a file and its full size."""
+        rel = self.relative(path)
+        with self._parent_fd(rel) as (parent, name):
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            except OSError as exc:
+                raise PathRefused(_explain(path, exc)) from None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise PathRefused(f"{path!r} is not a regular file")
+            return f.read(limit), st.st_size
+
+    def write_bytes(self, path: str, data: bytes) -> bool:
+        """Replace a file's contents atomically; True when the file was new.
+
+        Missing parent directories are created. The new contents are written to
+        a temporary file beside the target and renamed over it, so a crash
+        leaves either the old or the new file, never half of one.
+        """
+        rel = self.relative(path, write=True)
+        with self._parent_fd(rel, create=True) as (parent, name):
+            try:
+                old = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            if old is not None and not stat.S_ISREG(old.st_mode):
+                raise PathRefused(f"{path!r} exists and is not a regular file")
+            tmp = f".{name}.tether-{secrets.token_hex(4)}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            mode = stat.S_IMODE(old.st_mode) if old else 0o644
+            fd = os.open(tmp, flags, mode, dir_fd=parent)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=parent)
+                raise
+            return old is None
+
+    def list(self, path: str) -> list[tuple[str, str, int]]:
+        """``(name, kind, size)`` for each entry of a directory, sorted by name.
+
+        ``kind`` is ``"dir"``, ``"file"``, ``"link"`` or ``"other"``; hidden
+        entries are left out.
+        """
+        rel = self.relative(path)
+        with self._parent_fd(rel) as (parent, name):
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=parent) if rel != "." else os.dup(parent)
+            except OSError as exc:
+                raise PathRefused(_explain(path, exc)) from None
+        try:
+            entries = []
+            with os.scandir(fd) as it:
+                for entry in it:
+                    if rel == "." and entry.name in self.hidden:
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                    kind = (
+                        "link" if entry.is_symlink()
+                        else "dir" if stat.S_ISDIR(st.st_mode)
+                        else "file" if stat.S_ISREG(st.st_mode)
+                        else "other"
+                    )
+                    entries.append((entry.name, kind, st.st_size))
+        finally:
+            os.close(fd)
+        return sorted(entries)
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _explain(path: str, exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:
+        return f"{path!r} does not exist"
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
+        return f"{path!r} changed into a symbolic link while being opened; refused"
+    if exc.errno == errno.ENOTDIR:
+        return f"a parent of {path!r} is not a directory"
+    if exc.errno == errno.EISDIR:
+        return f"{path!r} is a directory"
+    return f"cannot open {path!r}: {exc.strerror}"

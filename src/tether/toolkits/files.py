@@ -1,0 +1,194 @@
+"""File tools: read, write, edit and list files inside one workspace directory.
+
+They run in the agent's own process (no sandbox needed) and every path goes
+through :class:`~tether.toolkits._workspace.Workspace`, which refuses paths that
+leave the workspace, writes to ``.git`` and any access to ``.tether``. Reads
+have ``effect="none"`` and no approval; writes are ``effect="idempotent"``
+(doing the same write twice leaves the same file) and need approval by default.
+
+>>> tools = file_tools("/srv/project", approval=False)  # doctest: +SKIP
+>>> [t.name for t in tools]  # doctest: +SKIP
+['read_file', 'write_file', 'edit_file', 'list_dir']
+"""
+
+from __future__ import annotations
+
+import codecs
+
+from ..tools import Approval, Tool, tool
+from ._workspace import PathRefused, Workspace
+
+__all__ = [
+    "edit_file_tool",
+    "file_tools",
+    "list_dir_tool",
+    "read_file_tool",
+    "write_file_tool",
+]
+
+MAX_READ_BYTES = 1 << 20
+MAX_LIST_ENTRIES = 500
+
+
+def file_tools(workspace: str | Workspace, *, approval: Approval = True) -> list[Tool]:
+    """``read_file``, ``write_file``, ``edit_file`` and ``list_dir`` for one workspace."""
+    ws = _workspace(workspace)
+    return [
+        read_file_tool(ws),
+        write_file_tool(ws, approval=approval),
+        edit_file_tool(ws, approval=approval),
+        list_dir_tool(ws),
+    ]
+
+
+def read_file_tool(workspace: str | Workspace, *, max_bytes: int = MAX_READ_BYTES) -> Tool:
+    """A ``read_file`` tool: text of a workspace file, by line range."""
+    ws = _workspace(workspace)
+
+    @tool(name="read_file", effect="none")
+    def read_file(path: str, start_line: int = 1, max_lines: int = 2000) -> str:
+        """Read a text file in the workspace. Long files come in pieces: the reply says which
+        lines it shows and how to ask for the next ones.
+
+        Args:
+            path: file path relative to the workspace root, e.g. "src/app.py".
+            start_line: first line to return, counting from 1.
+            max_lines: most lines to return.
+        """
+        if start_line < 1 or max_lines < 1:
+            raise ValueError("start_line and max_lines must be at least 1")
+        data, size = ws.read_bytes(path, max_bytes)
+        text = _text(data, complete=len(data) == size)
+        if text is None:
+            return f"<binary file, {size} bytes>"
+        lines = text.splitlines(keepends=True)
+        shown = lines[start_line - 1 : start_line - 1 + max_lines]
+        body = "".join(shown)
+        end = start_line - 1 + len(shown)
+        if end < len(lines):
+            body += (
+                f"\n[... showing lines {start_line}-{end} of {len(lines)}; "
+                f"call read_file with start_line={end + 1} for more]"
+            )
+        elif len(data) < size:
+            body += f"\n[... file is {size} bytes; only the first {len(data)} bytes can be read]"
+        elif not lines:
+            body = "(empty file)"
+        elif not shown:
+            body = f"(the file has only {len(lines)} lines)"
+        return body
+
+    return read_file
+
+
+def write_file_tool(workspace: str | Workspace, *, approval: Approval = True) -> Tool:
+    """A ``write_file`` tool: create or replace a workspace file."""
+    ws = _workspace(workspace)
+
+    @tool(name="write_file", effect="idempotent", approval=approval)
+    def write_file(path: str, content: str) -> str:
+        """Create a file in the workspace or replace its whole content. Parent directories are
+        created. To change part of an existing file, prefer edit_file.
+
+        Args:
+            path: file path relative to the workspace root, e.g. "notes/summary.md".
+            content: the complete new content of the file.
+        """
+        data = content.encode()
+        if _current(ws, path, len(data)) == data:
+            return f"unchanged: {path!r} already has this content ({len(data)} bytes)"
+        created = ws.write_bytes(path, data)
+        return f"{'created' if created else 'replaced'} {path!r} ({len(data)} bytes)"
+
+    return write_file
+
+
+def edit_file_tool(workspace: str | Workspace, *, approval: Approval = True) -> Tool:
+    """An ``edit_file`` tool: replace one exact snippet of a workspace file."""
+    ws = _workspace(workspace)
+
+    @tool(name="edit_file", effect="idempotent", approval=approval)
+    def edit_file(path: str, old: str, new: str) -> str:
+        """Replace one exact snippet of a text file with new text. The snippet must occur
+        exactly once: copy it verbatim (whitespace included) with enough surrounding lines
+        to make it unique.
+
+        Args:
+            path: file path relative to the workspace root.
+            old: the exact text to replace; must occur exactly once in the file.
+            new: the text to put in its place.
+        """
+        if not old:
+            raise ValueError("old must not be empty; use write_file to create a file")
+        data, size = ws.read_bytes(path, MAX_READ_BYTES)
+        text = _text(data, complete=True) if len(data) == size else None
+        if text is None:
+            raise ValueError(f"{path!r} is binary or larger than {MAX_READ_BYTES} bytes")
+        found = text.count(old)
+        # Already applied (a retry after a crash): every `old` sits inside the one `new`.
+        if new and text.count(new) == 1 and found == new.count(old):
+            return f"unchanged: {path!r} already contains the new text"
+        if found == 0:
+            raise ValueError(f"snippet not found in {path!r}; read the file and copy it exactly")
+        if found > 1:
+            raise ValueError(
+                f"snippet occurs {found} times in {path!r}; include more surrounding lines "
+                "so that it occurs exactly once"
+            )
+        ws.write_bytes(path, text.replace(old, new, 1).encode())
+        line = text[: text.index(old)].count("\n") + 1
+        return f"edited {path!r}: replaced 1 occurrence at line {line}"
+
+    return edit_file
+
+
+def list_dir_tool(workspace: str | Workspace, *, max_entries: int = MAX_LIST_ENTRIES) -> Tool:
+    """A ``list_dir`` tool: the entries of a workspace directory."""
+    ws = _workspace(workspace)
+
+    @tool(name="list_dir", effect="none")
+    def list_dir(path: str = ".") -> str:
+        """List a directory in the workspace: one entry per line, directories end with "/",
+        files show their size in bytes.
+
+        Args:
+            path: directory path relative to the workspace root; "." is the root.
+        """
+        entries = ws.list(path)
+        lines = [
+            f"{name}/" if kind == "dir"
+            else f"{name}  ({size} bytes)" if kind == "file"
+            else f"{name}  ({kind})"
+            for name, kind, size in entries[:max_entries]
+        ]
+        if len(entries) > max_entries:
+            lines.append(f"[... {len(entries) - max_entries} more entries not shown]")
+        return "\n".join(lines) if lines else "(empty directory)"
+
+    return list_dir
+
+
+def _workspace(workspace: str | Workspace) -> Workspace:
+    return workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+
+
+def _current(ws: Workspace, path: str, size: int) -> bytes | None:
+    """The file's bytes when it exists and is ``size`` bytes long, else None."""
+    try:
+        data, actual = ws.read_bytes(path, size + 1)
+    except PathRefused:
+        return None
+    return data if actual == size else None
+
+
+def _text(data: bytes, *, complete: bool) -> str | None:
+    """``data`` decoded as UTF-8, or None when it looks binary.
+
+    A multi-byte character cut at the end of a partial read is not binary.
+    """
+    if b"\x00" in data:
+        return None
+    try:
+        return codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
+    except UnicodeDecodeError:
+        return None
