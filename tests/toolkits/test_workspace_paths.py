@@ -96,7 +96,7 @@ def test_write_through_final_symlink_outside_is_refused(workspace: Path, outside
 
 
 def test_listing_leaves_out_hidden_entries(workspace: Path) -> None:
-    names = [name for name, _, _ in Workspace(str(workspace)).list(".")]
+    names = [entry.name for entry in Workspace(str(workspace)).list(".")]
     assert names == [".git", "hello.txt"]
 
 
@@ -105,7 +105,9 @@ _segments = st.sampled_from(["..", ".", "a", "b", "out", "in", "/", "", "hello.t
 
 @settings(max_examples=300, deadline=None)
 @given(parts=st.lists(_segments, max_size=6))
-def test_no_path_resolves_outside_the_workspace(tmp_path_factory: pytest.TempPathFactory, parts: list[str]) -> None:
+def test_no_path_resolves_outside_the_workspace(
+    tmp_path_factory: pytest.TempPathFactory, parts: list[str]
+) -> None:
     root = tmp_path_factory.getbasetemp() / "prop"
     if not root.exists():
         (root / "ws" / "a").mkdir(parents=True)

@@ -62,7 +62,13 @@ INSTALL_HINT = (
 )
 _SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _HELPER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_REQUIRED_OPTIONS = ("--unshare-all", "--cap-drop", "--die-with-parent", "--new-session", "--clearenv")
+_REQUIRED_OPTIONS = (
+    "--unshare-all",
+    "--cap-drop",
+    "--die-with-parent",
+    "--new-session",
+    "--clearenv",
+)
 
 
 class UnsandboxedWarning(RuntimeWarning):
@@ -164,7 +170,11 @@ class Sandbox:
             raise SandboxUnavailable(reason)
 
     async def run(
-        self, argv: Sequence[str], *, stdin: bytes | None = None, limits: SandboxLimits | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        limits: SandboxLimits | None = None,
     ) -> ExecResult:
         """Run ``argv`` in the workspace and return its result; never leaves processes behind."""
         if not argv:
@@ -186,7 +196,9 @@ class Sandbox:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self.workspace,
-                env=_scrubbed_env(self.workspace) if self.unsafe_no_sandbox else {"PATH": _HELPER_PATH},
+                env=_scrubbed_env(self.workspace)
+                if self.unsafe_no_sandbox
+                else {"PATH": _HELPER_PATH},
                 start_new_session=True,  # one process group to kill on timeout
             )
         except BaseException:
@@ -347,7 +359,8 @@ def _prlimit_argv(limits: SandboxLimits) -> list[str]:
     cpu = limits.cpu_seconds
     argv = [
         prlimit,
-        f"--cpu={cpu}:{cpu + 1}",  # SIGXCPU at the soft limit names the cause; SIGKILL a second later
+        # SIGXCPU at the soft limit names the cause; SIGKILL follows a second later.
+        f"--cpu={cpu}:{cpu + 1}",
         f"--as={limits.memory}",
         f"--fsize={limits.file_size}",
         f"--nofile={limits.open_files}",
@@ -522,7 +535,9 @@ class _Capture:
     def value(self) -> bytes:
         if not self.dropped:
             return bytes(self.kept)
-        return bytes(self.kept) + f"\n[... output truncated: {self.dropped} more bytes ...]\n".encode()
+        return (
+            bytes(self.kept) + f"\n[... output truncated: {self.dropped} more bytes ...]\n".encode()
+        )
 
 
 async def _supervise(
@@ -535,7 +550,10 @@ async def _supervise(
 ) -> ExecResult:
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(limits.output), _Capture(limits.output)
-    tasks = [asyncio.ensure_future(out.drain(proc.stdout)), asyncio.ensure_future(err.drain(proc.stderr))]
+    tasks = [
+        asyncio.ensure_future(out.drain(proc.stdout)),
+        asyncio.ensure_future(err.drain(proc.stderr)),
+    ]
     if stdin is not None:
         tasks.append(asyncio.ensure_future(_feed(proc, stdin)))
     timed_out = False

@@ -27,16 +27,32 @@ import secrets
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 from ..exceptions import UserError
 
-__all__ = ["PathRefused", "Workspace"]
+__all__ = ["DirEntry", "PathRefused", "Workspace"]
 
+Kind = Literal["dir", "file", "link", "other"]
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class PathRefused(ValueError):
     """A path the model gave is outside the workspace or protected (shown to the model)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DirEntry:
+    """One entry of a listed directory; ``target`` is set for symbolic links.
+
+    >>> DirEntry("src", "dir", 4096).kind
+    'dir'
+    """
+
+    name: str
+    kind: Kind
+    size: int
+    target: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +108,9 @@ class Workspace:
                 try:
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
-                    if _is_link(part, fd):  # O_NOFOLLOW|O_DIRECTORY says ENOTDIR for a link
-                        exc = OSError(errno.ELOOP, "symbolic link")
-                    raise PathRefused(_explain(rel, exc)) from None
+                    # O_NOFOLLOW|O_DIRECTORY reports ENOTDIR for a symlink; say what happened.
+                    swapped = OSError(errno.ELOOP, "symbolic link") if _is_link(part, fd) else exc
+                    raise PathRefused(_explain(rel, swapped)) from None
                 os.close(fd)
                 fd = child
             yield fd, parts[-1] if parts else "."
@@ -146,12 +162,8 @@ class Workspace:
                 raise
             return old is None
 
-    def list(self, path: str) -> list[tuple[str, str, int]]:
-        """``(name, kind, size)`` for each entry of a directory, sorted by name.
-
-        ``kind`` is ``"dir"``, ``"file"``, ``"link"`` or ``"other"``; hidden
-        entries are left out.
-        """
+    def list(self, path: str) -> list[DirEntry]:
+        """The entries of a directory, sorted by name, hidden entries left out."""
         rel = self.relative(path)
         with self._parent_fd(rel) as (parent, name):
             try:
@@ -165,16 +177,15 @@ class Workspace:
                     if rel == "." and entry.name in self.hidden:
                         continue
                     st = entry.stat(follow_symlinks=False)
-                    kind = (
-                        "link" if entry.is_symlink()
-                        else "dir" if stat.S_ISDIR(st.st_mode)
-                        else "file" if stat.S_ISREG(st.st_mode)
-                        else "other"
-                    )
-                    entries.append((entry.name, kind, st.st_size))
+                    kind = _KINDS.get(stat.S_IFMT(st.st_mode), "other")
+                    target = os.readlink(entry.name, dir_fd=fd) if kind == "link" else ""
+                    entries.append(DirEntry(entry.name, kind, st.st_size, target))
         finally:
             os.close(fd)
-        return sorted(entries)
+        return sorted(entries, key=lambda e: e.name)
+
+
+_KINDS: dict[int, Kind] = {stat.S_IFDIR: "dir", stat.S_IFREG: "file", stat.S_IFLNK: "link"}
 
 
 def _is_link(name: str, dir_fd: int) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import codecs
 
 from ..tools import Approval, Tool, tool
-from ._workspace import PathRefused, Workspace
+from ._workspace import DirEntry, PathRefused, Workspace
 
 __all__ = [
     "edit_file_tool",
@@ -51,7 +51,7 @@ def read_file_tool(workspace: str | Workspace, *, max_bytes: int = MAX_READ_BYTE
         lines it shows and how to ask for the next ones.
 
         Args:
-            path: file path relative to the workspace root, e.g. "src/app.py".
+            path: file path, relative to the workspace root.
             start_line: first line to return, counting from 1.
             max_lines: most lines to return.
         """
@@ -91,7 +91,7 @@ def write_file_tool(workspace: str | Workspace, *, approval: Approval = True) ->
         created. To change part of an existing file, prefer edit_file.
 
         Args:
-            path: file path relative to the workspace root, e.g. "notes/summary.md".
+            path: file path, relative to the workspace root.
             content: the complete new content of the file.
         """
         data = content.encode()
@@ -114,8 +114,8 @@ def edit_file_tool(workspace: str | Workspace, *, approval: Approval = True) -> 
         to make it unique.
 
         Args:
-            path: file path relative to the workspace root.
-            old: the exact text to replace; must occur exactly once in the file.
+            path: file path, relative to the workspace root.
+            old: exact text to replace; must occur exactly once.
             new: the text to put in its place.
         """
         if not old:
@@ -149,23 +149,28 @@ def list_dir_tool(workspace: str | Workspace, *, max_entries: int = MAX_LIST_ENT
     @tool(name="list_dir", effect="none")
     def list_dir(path: str = ".") -> str:
         """List a directory in the workspace: one entry per line, directories end with "/",
-        files show their size in bytes.
+        files show their size in bytes, links show their target.
 
         Args:
-            path: directory path relative to the workspace root; "." is the root.
+            path: directory relative to the workspace root; "." is the root.
         """
         entries = ws.list(path)
-        lines = [
-            f"{name}/" if kind == "dir"
-            else f"{name}  ({size} bytes)" if kind == "file"
-            else f"{name}  ({kind})"
-            for name, kind, size in entries[:max_entries]
-        ]
+        lines = [_entry_line(e) for e in entries[:max_entries]]
         if len(entries) > max_entries:
             lines.append(f"[... {len(entries) - max_entries} more entries not shown]")
         return "\n".join(lines) if lines else "(empty directory)"
 
     return list_dir
+
+
+def _entry_line(entry: DirEntry) -> str:
+    if entry.kind == "dir":
+        return f"{entry.name}/"
+    if entry.kind == "file":
+        return f"{entry.name}  ({entry.size} bytes)"
+    if entry.kind == "link":
+        return f"{entry.name} -> {entry.target}"
+    return f"{entry.name}  (special file)"
 
 
 def _workspace(workspace: str | Workspace) -> Workspace:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import codecs
 
 from ..tools import Approval, Tool, tool
-from ._sandbox import MiB, ExecResult, Sandbox
+from ._sandbox import ExecResult, MiB, Sandbox
 
 __all__ = ["describe_sandbox", "format_result", "shell_tool"]
 
