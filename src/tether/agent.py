@@ -412,7 +412,6 @@ class _Run:
         self.cancel = cancel
         self.store = agent.store
         self.journal = Journal()
-        self.new_decisions: dict[str, Any] = {}
         self.ended = False
         self.limit: str | None = None
         self.lock = asyncio.Lock()
@@ -420,6 +419,7 @@ class _Run:
 
     async def start(self) -> list[Event]:
         agent, input = self.agent, self.input
+        from_store = False
         if agent.max_seconds is not None:
             self.deadline = asyncio.get_running_loop().time() + agent.max_seconds
         if input is None and self.run_id is not None:
@@ -428,15 +428,19 @@ class _Run:
             events = await self.store.load(self.run_id)
             if not events:
                 raise StateError(f"no run {self.run_id!r} in the store")
-            input = RunState.from_events(events)
+            journal = Journal()
+            for ev in events:
+                journal.apply(ev)
+            input, from_store = journal.snapshot(), True
             self._check_resumable(input, trusted=True)
+            self.journal = journal
         elif isinstance(input, RunState):
             self._check_resumable(input, trusted=False)
         if isinstance(input, RunState):
-            self.journal = Journal.from_state(input)
-            self.new_decisions = {d.call_id: d for d in input.decisions if d.call_id in input.new_decisions}
             first: list[Event] = [RunStarted(input.run_id, (), True, agent.fingerprint)]
-            first += [ApprovalDecided(d.to_dict()) for d in self.new_decisions.values()]
+            if not from_store:  # a store's journal already holds its decisions
+                self.journal = Journal.from_state(input)
+                first += [ApprovalDecided(d.to_dict()) for d in input.decisions]
         else:
             if input is None:
                 raise UserError("give the agent a task (a string or Message), a RunState, or a run_id")

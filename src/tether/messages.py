@@ -50,11 +50,11 @@ class Usage:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Usage:
-        return cls(
-            int(data.get("input_tokens", 0)),
-            int(data.get("output_tokens", 0)),
-            int(data.get("requests", 0)),
-        )
+        check_keys(data, _USAGE_KEYS, "usage")
+        values = [data.get(k) for k in ("input_tokens", "output_tokens", "requests")]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            raise ValueError(f"usage needs three integer counts, got {data!r}")
+        return cls(*values)
 
 
 def new_call_id() -> str:
@@ -88,6 +88,7 @@ class ToolCall:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToolCall:
+        check_keys(data, _CALL_KEYS, "tool call")
         return cls(_str(data, "id"), _str(data, "name"), _str(data, "arguments"))
 
 
@@ -157,13 +158,14 @@ class Message:
     def from_dict(cls, data: dict[str, Any]) -> Message:
         if not isinstance(data, dict):
             raise ValueError(f"a message must be a JSON object, got {type(data).__name__}")
+        check_keys(data, _MESSAGE_KEYS, "message")
         calls = data.get("tool_calls") or []
         if not isinstance(calls, list):
             raise ValueError("'tool_calls' must be a list")
         usage = data.get("usage")
         return cls(
             role=_str(data, "role"),  # type: ignore[arg-type]  # checked in __post_init__
-            content=_str(data, "content", ""),
+            content=_str(data, "content"),
             tool_calls=tuple(ToolCall.from_dict(c) for c in calls),
             tool_call_id=_opt_str(data, "tool_call_id"),
             name=_opt_str(data, "name"),
@@ -183,6 +185,20 @@ class Message:
                 for c in self.tool_calls
             ]
         return data
+
+
+_USAGE_KEYS = frozenset(("input_tokens", "output_tokens", "requests"))
+_CALL_KEYS = frozenset(("id", "name", "arguments"))
+_MESSAGE_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "name", "is_error", "usage"))
+
+
+def check_keys(data: Any, allowed: frozenset[str], what: str) -> None:
+    """Refuse objects with fields we do not know: persisted data is read strictly."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a {what} must be a JSON object, got {type(data).__name__}")
+    unknown = set(data) - allowed
+    if unknown:
+        raise ValueError(f"unknown {what} field(s): {sorted(unknown)}")
 
 
 def _str(data: dict[str, Any], key: str, default: str | None = None) -> str:

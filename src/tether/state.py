@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .context import Context
@@ -38,7 +38,7 @@ from .events import (
     ToolStarted,
 )
 from .exceptions import StateError, StateIncompatible, StateTampered
-from .messages import Message, ToolCall, Usage
+from .messages import Message, ToolCall, Usage, check_keys
 
 SCHEMA_VERSION = 1
 Status = Literal[
@@ -133,6 +133,9 @@ class Decision:
     @classmethod
     def from_dict(cls, data: Any) -> Decision:
         try:
+            check_keys(data, _DECISION_KEYS, "decision")
+            if missing := _DECISION_KEYS - set(data):
+                raise ValueError(f"missing field(s) {sorted(missing)}")
             if data["verdict"] not in ("approve", "deny", "retry", "skip"):
                 raise ValueError(f"unknown verdict {data['verdict']!r}")
             args = data.get("args")
@@ -178,13 +181,13 @@ class Journal:
 
     @classmethod
     def from_state(cls, state: RunState) -> Journal:
-        """A journal that continues from a snapshot (decisions not yet recorded are left out)."""
+        """A journal that continues from a snapshot; its decisions are recorded by the loop."""
         j = cls()
         j.run_id, j.fingerprint, j.seq = state.run_id, state.fingerprint, state.seq
         j.steps, j.tool_calls, j.usage, j.status = state.steps, state.tool_calls, state.usage, state.status
         j.paused_at = state.paused_at
         j.pending = {p.call.id: p for p in state.pending}
-        j.decisions = {d.call_id: d for d in state.decisions if d.call_id not in state.new_decisions}
+        j.decisions = {d.call_id: d for d in state.decisions}
         j._ctx = Context(state.messages)
         j._order = list(j.pending)
         return j
@@ -285,8 +288,6 @@ class RunState:
     paused_at: int = 0
     signature: str = ""
     schema_version: int = SCHEMA_VERSION
-    # Decisions added here and not yet written to the run's journal.
-    new_decisions: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def context(self) -> Context:
@@ -341,9 +342,7 @@ class RunState:
         if key is not None:
             d = d.sign(key)
         kept = tuple(x for x in self.decisions if x.call_id != call_id)
-        return replace(
-            self, decisions=(*kept, d), new_decisions=(*self.new_decisions, call_id)
-        )
+        return replace(self, decisions=(*kept, d))
 
     def decision(self, call_id: str) -> Decision | None:
         for d in self.decisions:
@@ -370,7 +369,10 @@ class RunState:
             d.verify(key)
 
     def check_decisions(self) -> None:
-        """Each decision must name an open call of this run, by its exact arguments."""
+        """Each decision must name an open call of this run, once, by its exact arguments."""
+        ids = [d.call_id for d in self.decisions]
+        if len(set(ids)) != len(ids):
+            raise StateTampered(f"run state {self.run_id!r} holds two decisions for one call")
         for d in self.decisions:
             p = self.pending_call(d.call_id)
             if d.run_id != self.run_id:
@@ -431,8 +433,10 @@ class RunState:
                 f"run state schema_version {version!r} is not supported (this tether reads {SCHEMA_VERSION})"
             )
         try:
+            check_keys(data, _STATE_KEYS, "run state")
             pending = []
             for p in _typed(data, "pending", list):
+                check_keys(p, _PENDING_KEYS, "pending call")
                 status = p["status"]
                 if status not in ("proposed", "awaiting-approval", "started"):
                     raise ValueError(f"unknown call status {status!r}")
@@ -466,6 +470,16 @@ class RunState:
         for ev in events:
             journal.apply(ev)
         return journal.snapshot()
+
+
+_DECISION_KEYS = frozenset(
+    ("run_id", "call_id", "verdict", "args_hash", "state_seq", "args", "message", "by", "expires_at", "signature")
+)
+_PENDING_KEYS = frozenset(("call", "status", "attempts"))
+_STATE_KEYS = frozenset(
+    ("schema_version", "run_id", "status", "seq", "paused_at", "fingerprint", "steps", "tool_calls",
+     "usage", "messages", "pending", "decisions", "signature")
+)
 
 
 def _typed(data: dict[str, Any], key: str, kind: type, default: Any = ...) -> Any:
