@@ -61,6 +61,19 @@ INSTALL_HINT = (
     "(Fedora), or pass unsafe_no_sandbox=True to run commands on the host without isolation"
 )
 _SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_PROC_READ_ONLY = (
+    "sys",
+    "sysrq-trigger",
+    "fs",
+    "bus",
+    "irq",
+    "acpi",
+    "scsi",
+    "driver",
+    "tty",
+    "mtrr",
+    "pressure",
+)
 _HELPER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _REQUIRED_OPTIONS = (
     "--unshare-all",
@@ -298,6 +311,10 @@ def _bwrap_argv(bwrap: _Bwrap, box: Sandbox) -> list[str]:
         real = os.path.realpath("/etc/resolv.conf")
         argv += ["--ro-bind-try", real, real]
     argv += ["--proc", "/proc", "--dev", "/dev"]
+    # The sandbox uid maps to the host uid running tether; for root, file permissions alone
+    # would let it write global sysctls (kernel.core_pattern runs a program as host root).
+    for name in _PROC_READ_ONLY:
+        argv += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
     if "--size" in bwrap.options:
         argv += ["--size", str(box.limits.tmp_size)]
     argv += ["--tmpfs", "/tmp", "--bind", ws, ws]
