@@ -1,0 +1,142 @@
+"""Schema migrations for the durable run stores.
+
+Each backend has an ordered tuple of SQL steps; step ``n`` (1-based) takes a
+database from schema version ``n - 1`` to ``n``. Opening a store applies the
+steps it has not seen yet, each in its own transaction together with the new
+version number, so a crash mid-migration leaves the database at the previous
+version, never in between. SQLite records the version in ``PRAGMA
+user_version``; PostgreSQL in a ``schema_migrations`` table inside the store's
+schema. A database whose version is newer than this code knows is refused with
+a clear :class:`~tether.exceptions.StoreError`: old code must not write to a
+schema it does not understand.
+
+To change the schema, append a step; never edit a released one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+from ..exceptions import StoreError
+
+if TYPE_CHECKING:
+    import psycopg
+
+SQLITE_STEPS: tuple[str, ...] = (
+    # 1: runs and their events.
+    """
+    CREATE TABLE runs (
+        run_id     TEXT PRIMARY KEY,
+        status     TEXT NOT NULL,
+        seq        INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX runs_by_update ON runs (updated_at DESC);
+    CREATE INDEX runs_by_status ON runs (status, updated_at DESC);
+    CREATE TABLE events (
+        run_id     TEXT NOT NULL,
+        seq        INTEGER NOT NULL,
+        kind       TEXT NOT NULL,
+        body       TEXT NOT NULL,  -- JSON of events.to_dict(event)
+        created_at REAL NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    """,
+)
+
+# ``{schema}`` is replaced by the quoted schema name.
+POSTGRES_STEPS: tuple[str, ...] = (
+    # 1: runs and their events.
+    """
+    CREATE TABLE {schema}.runs (
+        run_id     text PRIMARY KEY,
+        status     text NOT NULL,
+        seq        integer NOT NULL,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+    );
+    CREATE INDEX runs_by_update ON {schema}.runs (updated_at DESC);
+    CREATE INDEX runs_by_status ON {schema}.runs (status, updated_at DESC);
+    CREATE TABLE {schema}.events (
+        run_id     text NOT NULL REFERENCES {schema}.runs (run_id),
+        seq        integer NOT NULL,
+        kind       text NOT NULL,
+        body       jsonb NOT NULL,
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    """,
+)
+
+
+def check_version(found: int, known: int, where: str) -> None:
+    """Refuse a database written by a newer tether."""
+    if found > known:
+        raise StoreError(
+            f"{where} is at schema version {found}, but this tether knows only up to "
+            f"version {known}: upgrade tether to open it"
+        )
+
+
+def migrate_sqlite(conn: sqlite3.Connection, where: str, steps: tuple[str, ...] = SQLITE_STEPS) -> int:
+    """Bring an SQLite database (autocommit connection) up to date; return its version."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    check_version(version, len(steps), where)
+    while version < len(steps):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Read again under the write lock: another process may have migrated.
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            check_version(version, len(steps), where)
+            if version < len(steps):
+                for statement in _statements(steps[version]):
+                    conn.execute(statement)
+                version += 1
+                conn.execute(f"PRAGMA user_version = {version:d}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    return version
+
+
+async def migrate_postgres(
+    conn: psycopg.AsyncConnection[object], schema: str, steps: tuple[str, ...] = POSTGRES_STEPS
+) -> int:
+    """Bring the tables under ``schema`` up to date (autocommit connection); return the version."""
+    from psycopg import sql
+
+    name = sql.Identifier(schema)
+    where = f"PostgreSQL schema {schema!r}"
+    async with conn.transaction():
+        # One migrator at a time per schema, across every process.
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tether:{schema}",))
+        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(name))
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.schema_migrations "
+                "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(name)
+        )
+        cur = await conn.execute(
+            sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_migrations").format(name)
+        )
+        row = await cur.fetchone()
+        version = int(row[0]) if row else 0  # type: ignore[index]
+        check_version(version, len(steps), where)
+        for step in steps[version:]:
+            version += 1
+            await conn.execute(sql.SQL(step).format(schema=name))  # type: ignore[arg-type]
+            await conn.execute(
+                sql.SQL("INSERT INTO {}.schema_migrations (version) VALUES (%s)").format(name),
+                (version,),
+            )
+    return version
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script on ``;`` (our scripts have no semicolons inside strings)."""
+    return [s.strip() for s in script.split(";") if s.strip()]

@@ -1,0 +1,243 @@
+"""A run store on PostgreSQL (``pip install 'tether[postgres]'``), on psycopg 3 async.
+
+:class:`PostgresStore` keeps the same contract as the SQLite store: each
+:meth:`append` is one transaction that advances the run's row only if its
+length still equals ``expected_seq`` (a conditional ``UPDATE``, or an
+``INSERT ... ON CONFLICT DO NOTHING`` for a new run), then inserts the events;
+the ``(run_id, seq)`` primary key backs that up, and a unique violation is
+reported as :class:`~tether.exceptions.LeaseConflict` too. Two workers racing on
+one run are serialised by the row lock: the loser sees the winner's row and is
+refused before it executes anything.
+
+Tables live in their own schema (``schema="tether"`` by default), created and
+migrated on first use. One connection per store, used under an asyncio lock;
+a connection that broke is dropped and reopened on the next call (the fencing
+rule makes that safe even when a commit's outcome was lost with it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from ..events import Event
+from ..exceptions import LeaseConflict, StoreError, UserError
+from . import RunInfo, status_after
+from ._migrations import migrate_postgres
+from .sqlite import conflict, decode_event, encode_events
+
+if TYPE_CHECKING:
+    import psycopg
+
+# JSONB cannot hold NUL characters or lone surrogates; such bodies are kept as JSON text.
+_NOT_JSONB = re.compile(r"\\u(0000|d[89a-f])", re.IGNORECASE)
+_ENVELOPE = "$json"
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise UserError(
+            "PostgresStore needs psycopg 3: pip install 'tether[postgres]'"
+        ) from exc
+    return psycopg
+
+
+class PostgresStore:
+    """Runs and their events in PostgreSQL, under one schema.
+
+    >>> store = await PostgresStore.connect("postgresql://localhost/app")   # doctest: +SKIP
+    >>> agent = Agent(model, tools, store=store)                           # doctest: +SKIP
+
+    The constructor does no I/O: the connection opens (and the schema is
+    created or migrated) on first use, or at once with :meth:`connect`.
+    """
+
+    def __init__(self, dsn: str, *, schema: str = "tether") -> None:
+        self._pg = _psycopg()
+        if not schema or "\x00" in schema:
+            raise UserError(f"invalid PostgreSQL schema name {schema!r}")
+        self.dsn = dsn
+        self.schema = schema
+        self.version = 0
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._lock = asyncio.Lock()
+        self._sql = _statements(self._pg.sql.Identifier(schema))
+
+    @classmethod
+    async def connect(cls, dsn: str, *, schema: str = "tether") -> PostgresStore:
+        """A store whose connection is open and whose schema is up to date."""
+        store = cls(dsn, schema=schema)
+        async with store._lock:
+            await store._connection()
+        return store
+
+    # -- the RunStore protocol -------------------------------------------
+
+    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
+        """Append ``events`` after ``expected_seq`` in one transaction; return the new length."""
+        rows = [(kind, _jsonb_text(body)) for kind, body in encode_events(events)]
+        new_status = status_after("", events) or None  # None: keep the run's status
+        new_seq = expected_seq + len(rows)
+        async with self._transaction(f"append to run {run_id!r}", run_id, expected_seq) as conn:
+            if not rows:
+                found = await self._seq(conn, run_id)
+                if found != expected_seq:
+                    raise conflict(run_id, found, expected_seq)
+                return found
+            if expected_seq == 0:
+                cur = await conn.execute(self._sql["create"], (run_id, new_status or "running", new_seq))
+            else:
+                cur = await conn.execute(self._sql["advance"], (new_seq, new_status, run_id, expected_seq))
+            if await cur.fetchone() is None:
+                raise conflict(run_id, await self._seq(conn, run_id), expected_seq)
+            params = [(run_id, expected_seq + i, kind, body) for i, (kind, body) in enumerate(rows, 1)]
+            await conn.cursor().executemany(self._sql["insert"], params)
+        return new_seq
+
+    async def load(self, run_id: str) -> list[Event]:
+        """Every committed event of the run, in order ([] if unknown)."""
+        async with self._transaction(f"load run {run_id!r}") as conn:
+            cur = await conn.execute(self._sql["load"], (run_id,))
+            rows = await cur.fetchall()
+        return [decode_event(run_id, seq, _unwrap(body)) for seq, body in rows]
+
+    async def get(self, run_id: str) -> RunInfo | None:
+        """The run's status, length and times, or None if unknown."""
+        async with self._transaction(f"get run {run_id!r}") as conn:
+            cur = await conn.execute(self._sql["get"], (run_id,))
+            row = await cur.fetchone()
+        return RunInfo(*row) if row else None
+
+    async def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
+        """Runs, most recently updated first, optionally only those with ``status``."""
+        async with self._transaction("list runs") as conn:
+            cur = await conn.execute(self._sql["list"], (status, status, limit))
+            rows = await cur.fetchall()
+        return [RunInfo(*row) for row in rows]
+
+    async def delete(self, run_id: str) -> None:
+        """Forget the run and all its events (a no-op for an unknown run)."""
+        async with self._transaction(f"delete run {run_id!r}") as conn:
+            await conn.execute(self._sql["delete_events"], (run_id,))
+            await conn.execute(self._sql["delete_run"], (run_id,))
+
+    async def aclose(self) -> None:
+        """Close the connection; a later call would open a new one."""
+        async with self._lock:
+            await self._drop()
+
+    async def __aenter__(self) -> PostgresStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(schema={self.schema!r})"
+
+    # -- connection and transactions ---------------------------------------
+
+    async def _connection(self) -> psycopg.AsyncConnection[Any]:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        try:
+            conn = await self._pg.AsyncConnection.connect(self.dsn, autocommit=True)
+        except self._pg.Error as exc:
+            raise StoreError(f"cannot connect to PostgreSQL: {exc}") from exc
+        try:
+            self.version = await migrate_postgres(conn, self.schema)
+        except BaseException:
+            await conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    @asynccontextmanager
+    async def _transaction(
+        self, what: str, run_id: str = "", expected: int = 0
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """One transaction on the store's connection; psycopg errors become StoreError."""
+        pg = self._pg
+        async with self._lock:
+            try:
+                conn = await self._connection()
+                async with conn.transaction():
+                    yield conn
+            except pg.errors.UniqueViolation as exc:
+                # Backs up the seq check: another writer inserted the same (run_id, seq) first.
+                raise LeaseConflict(
+                    f"run {run_id!r} already has an event after #{expected}: another worker advanced it"
+                ) from exc
+            except pg.Error as exc:
+                if isinstance(exc, pg.OperationalError) or _broken(self._conn):
+                    await self._drop()
+                raise StoreError(f"PostgreSQL store could not {what}: {exc}") from exc
+            except asyncio.CancelledError:
+                await self._drop()  # closing aborts whatever the server was doing for us
+                raise
+
+    async def _seq(self, conn: psycopg.AsyncConnection[Any], run_id: str) -> int:
+        cur = await conn.execute(self._sql["seq"], (run_id,))
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+
+def _broken(conn: psycopg.AsyncConnection[Any] | None) -> bool:
+    return conn is not None and (conn.closed or conn.broken)
+
+
+def _statements(schema: Any) -> dict[str, Any]:
+    from psycopg import sql
+
+    def q(text: str) -> Any:
+        return sql.SQL(text).format(s=schema)  # type: ignore[arg-type]
+
+    times = "extract(epoch from created_at)::float8, extract(epoch from updated_at)::float8"
+    columns = f"run_id, status, seq, {times}"
+    return {
+        "create": q(
+            "INSERT INTO {s}.runs (run_id, status, seq, created_at, updated_at) "
+            "VALUES (%s, %s, %s, now(), now()) ON CONFLICT (run_id) DO NOTHING RETURNING seq"
+        ),
+        "advance": q(
+            "UPDATE {s}.runs SET seq = %s, status = coalesce(%s, status), updated_at = now() "
+            "WHERE run_id = %s AND seq = %s RETURNING seq"
+        ),
+        "insert": q(
+            "INSERT INTO {s}.events (run_id, seq, kind, body, created_at) "
+            "VALUES (%s, %s, %s, %s::jsonb, now())"
+        ),
+        "seq": q("SELECT seq FROM {s}.runs WHERE run_id = %s"),
+        "load": q("SELECT seq, body FROM {s}.events WHERE run_id = %s ORDER BY seq"),
+        "get": q(f"SELECT {columns} FROM {{s}}.runs WHERE run_id = %s"),
+        "list": q(
+            f"SELECT {columns} FROM {{s}}.runs WHERE (%s::text IS NULL OR status = %s) "
+            "ORDER BY updated_at DESC, run_id LIMIT %s"
+        ),
+        "delete_events": q("DELETE FROM {s}.events WHERE run_id = %s"),
+        "delete_run": q("DELETE FROM {s}.runs WHERE run_id = %s"),
+    }
+
+
+def _jsonb_text(body: str) -> str:
+    """The body as JSONB input, wrapped as a JSON string when JSONB cannot hold it."""
+    if _NOT_JSONB.search(body):
+        return json.dumps({_ENVELOPE: body}, separators=(",", ":"))
+    return body
+
+
+def _unwrap(body: Any) -> Any:
+    if isinstance(body, dict) and len(body) == 1 and _ENVELOPE in body:
+        return body[_ENVELOPE]
+    return body
