@@ -1,0 +1,42 @@
+"""Model providers: LLMs as tether policies.
+
+* :class:`OpenAICompatible`: any chat-completions endpoint (OpenAI, DeepSeek,
+  Groq, Together, OpenRouter, Ollama, vLLM, llama.cpp server...).
+* :class:`Anthropic`: Claude through the native Messages API.
+
+Both stream, retry transient faults with backoff, and raise
+:class:`~tether.exceptions.ProviderError` when retries run out (the agent then
+ends the run as ``failed``, resumable). Names are imported on first use, so
+``import tether.providers`` stays cheap.
+
+>>> from tether import Agent
+>>> from tether.providers import OpenAICompatible
+>>> model = OpenAICompatible("llama3.2", base_url="http://127.0.0.1:11434/v1")
+>>> agent = Agent(model, instructions="Answer in one line.")
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .anthropic import Anthropic
+    from .openai_compat import OpenAICompatible
+
+__all__ = ["Anthropic", "OpenAICompatible"]
+
+_HOMES = {"Anthropic": ".anthropic", "OpenAICompatible": ".openai_compat"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

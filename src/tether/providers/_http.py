@@ -1,0 +1,360 @@
+"""What every hosted-model provider shares: one pooled client, retries, streams.
+
+:class:`HTTPPolicy` is the base of :class:`~tether.providers.OpenAICompatible`
+and :class:`~tether.providers.Anthropic`. A subclass says how to build a
+request body and how to read a reply (whole, or as server-sent events); this
+module sends it, reads it with a size cap, and applies the retry policy of
+:mod:`tether.providers._retry`:
+
+* a failed attempt (an HTTP error, a connection that failed or broke, a stream
+  that stopped before the model finished, an error event inside a stream) is
+  retried as a whole: a partial turn is thrown away, so tool calls from a broken
+  stream never reach the loop;
+* every attempt of one turn carries the same ``Idempotency-Key``;
+* when retries run out, :class:`~tether.exceptions.ProviderError` is raised,
+  which the agent loop turns into a ``failed`` event with a resumable state.
+
+Text streamed by an attempt that later broke has already been yielded; the
+retry streams its text again from the start. ``token`` events are a live view;
+the committed ``model-replied`` message is the truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, ClassVar, Protocol
+from urllib.parse import urlsplit
+
+import httpx
+
+from ..context import Context
+from ..exceptions import ProviderError, UserError
+from ..messages import Message
+from ..policy import check_model_request
+from ..tools import Tool
+from ._retry import MAX_WAIT, retry_delay, should_retry
+from ._sse import ServerSentEvent, SSEDecoder
+
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+_EXCERPT = 500
+_KEPT_BODY = 64 * 1024
+Sleep = Callable[[float], Awaitable[Any]]
+
+
+class AttemptFailed(Exception):
+    """One attempt failed; the retry policy decides whether another follows.
+
+    ``retryable`` False forbids a retry whatever the status says; None leaves
+    the decision to the policy.
+    """
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        status: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        body: str = "",
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.status = status
+        self.headers: Mapping[str, str] = headers if headers is not None else {}
+        self.body = body
+        self.retryable = retryable
+
+
+class StreamReader(Protocol):
+    """Assembles one streamed reply from its events."""
+
+    complete: bool  # the model said it finished (a later break does not matter)
+
+    def feed(self, event: ServerSentEvent) -> str | None:
+        """Take one event; return a text piece to stream, if it holds one."""
+        ...
+
+    def finish(self) -> Message:
+        """The complete reply (only called when ``complete``)."""
+        ...
+
+
+class HTTPPolicy:
+    """A policy that asks a model over HTTP (base class; see the subclasses).
+
+    The agent loop calls :meth:`stream` (text pieces, then one Message) or
+    :meth:`decide` (just the Message). One ``httpx.AsyncClient`` per instance
+    and event loop is kept and reused; close it with :meth:`aclose` or
+    ``async with``.
+    """
+
+    label: ClassVar[str] = "provider"
+    key_env: ClassVar[str] = ""
+    default_base_url: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None,
+        api_key_env: str | None,
+        stream: bool,
+        max_retries: int,
+        timeout: float,
+        max_retry_wait: float,
+        max_response_bytes: int,
+        extra_body: Mapping[str, Any] | None,
+        extra_headers: Mapping[str, str] | None,
+        http_client: httpx.AsyncClient | None,
+        transport: httpx.AsyncBaseTransport | None,
+        sleep: Sleep | None,
+    ) -> None:
+        if max_retries < 0:
+            raise UserError(f"max_retries must be >= 0, got {max_retries!r}")
+        if urlsplit(base_url).scheme not in ("http", "https"):
+            raise UserError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if http_client is not None and transport is not None:
+            raise UserError("give either http_client or transport, not both")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.streaming = stream
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.max_retry_wait = max_retry_wait
+        self.max_response_bytes = max_response_bytes
+        self.extra_body = dict(extra_body or {})
+        if "messages" in self.extra_body:
+            raise UserError("extra_body must not set 'messages'; the context provides them")
+        self.api_key = self._find_key(api_key, api_key_env)
+        self.extra_headers = dict(extra_headers or {})
+        self._given_client = http_client
+        self._transport = transport
+        self._sleep: Sleep = sleep or asyncio.sleep
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def _find_key(self, api_key: str | None, api_key_env: str | None) -> str | None:
+        if api_key is not None:
+            return api_key
+        key = os.environ.get(api_key_env or self.key_env) or None
+        if key is None and (api_key_env or self.base_url == self.default_base_url):
+            raise UserError(
+                f"{self.label} needs an API key: pass api_key=... or set {api_key_env or self.key_env}"
+            )
+        return key
+
+    # -- what a subclass provides -----------------------------------------
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    def headers(self) -> dict[str, str]:
+        """Headers for every request (authentication, API version)."""
+        raise NotImplementedError
+
+    def body(self, context: Context, tools: Sequence[Tool]) -> bytes:
+        """The request body, serialised deterministically."""
+        raise NotImplementedError
+
+    def parse(self, data: Any, text: str) -> Message:
+        """The reply in a (non-streamed) JSON response; ``text`` is the raw body."""
+        raise NotImplementedError
+
+    def reader(self) -> StreamReader:
+        raise NotImplementedError
+
+    # -- the Policy interface ---------------------------------------------
+
+    async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
+        """The model's next message (streamed or not, per ``stream=``)."""
+        async for piece in self.stream(context, tools):
+            if isinstance(piece, Message):
+                return piece
+        raise AssertionError("unreachable: stream() always ends with a Message")
+
+    async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
+        """Text pieces as they arrive, then the complete Message (with usage)."""
+        body = self.body(context, tools)
+        headers = self.headers()
+        headers["Idempotency-Key"] = "tether-" + uuid.uuid4().hex  # the same on every retry
+        attempt = 0
+        while True:
+            check_model_request(self.url)
+            try:
+                if self.streaming:
+                    async with contextlib.aclosing(self._streamed(body, headers)) as pieces:
+                        async for piece in pieces:
+                            yield piece
+                    return
+                yield await self._whole(body, headers)
+                return
+            except AttemptFailed as failure:
+                delay = self._delay(failure, attempt)
+                if delay is None:
+                    raise self._error(failure, attempt + 1) from None
+            attempt += 1
+            await self._sleep(delay)
+
+    async def aclose(self) -> None:
+        """Close the connection pool this provider opened (a given http_client is left open)."""
+        client, self._client, self._client_loop = self._client, None, None
+        if client is not None:
+            await client.aclose()
+
+    async def __aenter__(self) -> HTTPPolicy:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model!r}, base_url={self.base_url!r})"
+
+    # -- one attempt ---------------------------------------------------------
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._given_client is not None:
+            return self._given_client
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            # Pooled connections belong to one event loop; a new loop (another
+            # asyncio.run) gets a new pool.
+            self._client = httpx.AsyncClient(
+                transport=self._transport,
+                timeout=httpx.Timeout(self.timeout),
+                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+            )
+            self._client_loop = loop
+        return self._client
+
+    async def _whole(self, body: bytes, headers: dict[str, str]) -> Message:
+        try:
+            async with self._http().stream("POST", self.url, content=body, headers=headers) as response:
+                raw = await self._read(response)
+        except httpx.RequestError as exc:
+            raise _transport_failure(exc) from exc
+        text = raw.decode("utf-8", "replace")
+        if not response.is_success:
+            raise AttemptFailed(_http_detail(response.status_code, text),
+                                status=response.status_code, headers=response.headers, body=text)
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise AttemptFailed(f"the reply is not JSON: {text[:_EXCERPT]!r}", body=text, retryable=False) from None
+        return self.parse(data, text)
+
+    async def _streamed(self, body: bytes, headers: dict[str, str]) -> AsyncIterator[str | Message]:
+        reader = self.reader()
+        try:
+            async with self._http().stream("POST", self.url, content=body, headers=headers) as response:
+                if not response.is_success:
+                    text = (await self._read(response)).decode("utf-8", "replace")
+                    raise AttemptFailed(_http_detail(response.status_code, text),
+                                        status=response.status_code, headers=response.headers, body=text)
+                decoder, size = SSEDecoder(), 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > self.max_response_bytes:
+                        raise AttemptFailed(f"the reply stream exceeded {self.max_response_bytes} bytes",
+                                            retryable=False)
+                    for event in decoder.feed(chunk):
+                        if (piece := reader.feed(event)) is not None:
+                            yield piece
+                for event in decoder.close():
+                    reader.feed(event)
+        except httpx.RequestError as exc:
+            if not reader.complete:  # once the model has finished, a late break costs nothing
+                raise _transport_failure(exc) from exc
+        if not reader.complete:
+            raise AttemptFailed("the reply stream ended before the model finished")
+        yield reader.finish()
+
+    async def _read(self, response: httpx.Response) -> bytes:
+        """The whole body, refusing to hold more than ``max_response_bytes``."""
+        cap = self.max_response_bytes
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            raise AttemptFailed(f"the reply is {declared} bytes, over the {cap}-byte cap", retryable=False)
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > cap:
+                raise AttemptFailed(f"the reply exceeded the {cap}-byte cap", retryable=False)
+            parts.append(chunk)
+        return b"".join(parts)
+
+    # -- giving up ---------------------------------------------------------
+
+    def _delay(self, failure: AttemptFailed, attempt: int) -> float | None:
+        if failure.retryable is False:
+            return None
+        status = None if failure.retryable else failure.status  # explicit True: retry like a lost connection
+        return retry_delay(
+            status, failure.headers, attempt,
+            max_retries=self.max_retries, max_wait=self.max_retry_wait, body=failure.body,
+        )
+
+    def _error(self, failure: AttemptFailed, attempts: int) -> ProviderError:
+        tries = f"after {attempts} attempts" if attempts > 1 else "(not retried)"
+        retryable = failure.retryable
+        if retryable is None:
+            retryable = should_retry(failure.status, failure.headers, failure.body)
+        return ProviderError(
+            f"{self.label} model {self.model!r} at {self.url!r} failed {tries}: {failure.detail}",
+            status_code=failure.status,
+            body=failure.body[:_KEPT_BODY] or None,
+            retryable=retryable,
+        )
+
+
+def _transport_failure(exc: httpx.RequestError) -> AttemptFailed | UserError:
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return UserError(f"cannot send a request to {str(exc.request.url)!r}: {exc}")
+    return AttemptFailed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+
+
+def _http_detail(status: int, text: str) -> str:
+    return f"HTTP {status}: {error_message(text)[:_EXCERPT]}"
+
+
+def error_message(text: str) -> str:
+    """The human-readable message in a provider's error body, else the body itself."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip()
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            kind = err.get("type") or err.get("code")
+            return f"{kind}: {err['message']}" if isinstance(kind, str) and kind else err["message"]
+        if isinstance(err, str):
+            return err
+    return text.strip()
+
+
+def dumps(payload: Any) -> bytes:
+    """Compact, deterministic JSON bytes (insertion order is the key order)."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "replace")
+
+
+def excerpt(text: str) -> str:
+    return text[:_EXCERPT]
+
+
+def tool_choice_value(choice: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+    """Shared validation: ``tool_choice`` is "auto", "none", "required", a tool name or a dict."""
+    if choice is None or isinstance(choice, dict | str):
+        return choice
+    raise UserError(f"tool_choice must be a string or a dict, got {type(choice).__name__}")
+
+
+__all__ = ["MAX_RESPONSE_BYTES", "MAX_WAIT", "AttemptFailed", "HTTPPolicy", "StreamReader"]

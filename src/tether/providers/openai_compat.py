@@ -1,0 +1,271 @@
+"""A policy for any OpenAI-compatible chat-completions endpoint.
+
+OpenAI itself, and everything that speaks its wire shape through ``base_url``:
+DeepSeek, Groq, Together, OpenRouter, Ollama, vLLM, llama.cpp's server...
+Written on ``httpx`` directly (no SDK), with streaming tool-call deltas and the
+retry policy of :mod:`tether.providers._retry`.
+
+Requests are serialised deterministically: fixed key order, no volatile
+fields, compact JSON, ``messages`` last. Since a run's notebook only grows, the
+body of each request up to the end of its messages is a byte-prefix of the next
+one, which is what provider prompt caches key on.
+
+>>> from tether import Agent
+>>> model = OpenAICompatible("gpt-4o-mini")                   # doctest: +SKIP
+>>> Agent(model).run_sync("Say hi").output                    # doctest: +SKIP
+'Hi!'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from ..context import Context
+from ..messages import Message, ToolCall, Usage, new_call_id
+from ..tools import Tool
+from ._http import (
+    MAX_RESPONSE_BYTES,
+    MAX_WAIT,
+    AttemptFailed,
+    HTTPPolicy,
+    Sleep,
+    dumps,
+    error_message,
+    excerpt,
+    tool_choice_value,
+)
+from ._sse import ServerSentEvent
+
+__all__ = ["OpenAICompatible"]
+
+
+class OpenAICompatible(HTTPPolicy):
+    """An OpenAI-compatible chat-completions model as a tether Policy.
+
+    ``api_key`` defaults to ``$OPENAI_API_KEY`` (or the variable named by
+    ``api_key_env``); servers that need no key (Ollama, vLLM) work without one.
+    ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"``, a tool name, or
+    the raw dict. ``extra_body`` adds provider-specific fields to every request.
+
+    >>> model = OpenAICompatible(
+    ...     "deepseek-chat", base_url="https://api.deepseek.com/v1", api_key_env="DEEPSEEK_API_KEY"
+    ... )                                                         # doctest: +SKIP
+    """
+
+    label = "OpenAI-compatible"
+    key_env = "OPENAI_API_KEY"
+    default_base_url = "https://api.openai.com/v1"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        parallel_tool_calls: bool | None = None,
+        stream: bool = True,
+        max_retries: int = 2,
+        timeout: float = 60.0,
+        max_retry_wait: float = MAX_WAIT,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        extra_body: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        super().__init__(
+            model, base_url=base_url, api_key=api_key, api_key_env=api_key_env, stream=stream,
+            max_retries=max_retries, timeout=timeout, max_retry_wait=max_retry_wait,
+            max_response_bytes=max_response_bytes, extra_body=extra_body,
+            extra_headers=extra_headers, http_client=http_client, transport=transport, sleep=sleep,
+        )
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.tool_choice = tool_choice_value(tool_choice)
+        self.parallel_tool_calls = parallel_tool_calls
+        self._url = self.base_url + "/chat/completions"
+        self._tools_cache: tuple[Sequence[Tool], list[dict[str, Any]]] | None = None
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.streaming:
+            headers["Accept"] = "text/event-stream"
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        headers.update(self.extra_headers)
+        return headers
+
+    def body(self, context: Context, tools: Sequence[Tool]) -> bytes:
+        payload: dict[str, Any] = {"model": self.model}
+        if self.streaming:
+            payload["stream"] = True
+            payload["stream_options"] = {"include_usage": True}
+        if self.temperature is not None:
+            payload["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            payload["max_tokens"] = self.max_tokens
+        if tools:
+            payload["tools"] = self._tool_definitions(tools)
+            if self.tool_choice is not None:
+                payload["tool_choice"] = _openai_tool_choice(self.tool_choice)
+            if self.parallel_tool_calls is not None:
+                payload["parallel_tool_calls"] = self.parallel_tool_calls
+        payload.update(self.extra_body)
+        payload["messages"] = [m.to_openai() for m in context]  # last: see the module docstring
+        return dumps(payload)
+
+    def _tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
+        # The agent passes the same tuple every turn: build the list once.
+        cached = self._tools_cache
+        if cached is not None and cached[0] is tools:
+            return cached[1]
+        defs = [
+            {"type": "function", "function": {"name": t.name, "description": t.description,
+                                              "parameters": t.parameters}}
+            for t in tools
+        ]
+        self._tools_cache = (tools, defs)
+        return defs
+
+    def parse(self, data: Any, text: str) -> Message:
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise AttemptFailed(f"the reply has no 'choices': {excerpt(error_message(text))!r}",
+                                body=text, retryable=False)
+        message = choices[0].get("message")
+        if not isinstance(message, dict):
+            raise AttemptFailed(f"the reply's first choice has no 'message': {excerpt(text)!r}",
+                                body=text, retryable=False)
+        calls = message.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise AttemptFailed(f"the reply's 'tool_calls' is not a list: {excerpt(text)!r}",
+                                body=text, retryable=False)
+        return Message(
+            "assistant",
+            _text(message.get("content")),
+            tuple(_tool_call(c) for c in calls),
+            usage=_usage(data.get("usage")),
+        )
+
+    def reader(self) -> _StreamReader:
+        return _StreamReader()
+
+
+class _StreamReader:
+    """Assembles a streamed chat completion: text deltas and tool-call fragments."""
+
+    def __init__(self) -> None:
+        self.complete = False
+        self.text: list[str] = []
+        self.calls: dict[int, list[Any]] = {}  # index -> [id, name, [argument fragments]]
+        self.usage: Any = None
+
+    def feed(self, event: ServerSentEvent) -> str | None:
+        if event.data == "[DONE]":
+            self.complete = True
+            return None
+        try:
+            chunk = json.loads(event.data)
+        except ValueError:
+            raise AttemptFailed(f"the stream sent an event that is not JSON: {excerpt(event.data)!r}",
+                                body=event.data) from None
+        if not isinstance(chunk, dict):
+            return None
+        if event.event == "error" or "error" in chunk:
+            raise AttemptFailed(f"the stream reported an error: {error_message(event.data)}",
+                                body=event.data)
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not choices or not isinstance(choices[0], dict):
+            return None
+        choice = choices[0]
+        if choice.get("finish_reason"):
+            self.complete = True
+        delta = choice.get("delta") or {}
+        for fragment in delta.get("tool_calls") or ():
+            self._fragment(fragment)
+        piece = delta.get("content")
+        if isinstance(piece, str) and piece:
+            self.text.append(piece)
+            return piece
+        return None
+
+    def _fragment(self, fragment: dict[str, Any]) -> None:
+        index = fragment.get("index")
+        call_id = fragment.get("id") or ""
+        if not isinstance(index, int):  # some servers leave it out: a new id starts a new call
+            last = max(self.calls, default=-1)
+            index = last + 1 if last < 0 or (call_id and call_id != self.calls[last][0]) else last
+        call = self.calls.setdefault(index, ["", "", []])
+        if call_id and not call[0]:
+            call[0] = call_id
+        function = fragment.get("function") or {}
+        name = function.get("name")
+        if isinstance(name, str) and name and name != call[1]:
+            call[1] += name  # a name split in pieces; servers that repeat it whole are not doubled
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            call[2].append(arguments)
+        elif arguments is not None:
+            call[2].append(json.dumps(arguments, ensure_ascii=False))
+
+    def finish(self) -> Message:
+        calls = tuple(
+            ToolCall(cid or new_call_id(), name, "".join(parts) or "{}")
+            for cid, name, parts in (self.calls[i] for i in sorted(self.calls))
+        )
+        return Message("assistant", "".join(self.text), calls, usage=_usage(self.usage))
+
+
+def _tool_call(data: Any) -> ToolCall:
+    """A tool call from a reply, kept as the model wrote it (the loop reports mistakes)."""
+    if not isinstance(data, dict):
+        return ToolCall(new_call_id(), "", json.dumps(data, ensure_ascii=False))
+    function = data.get("function") if isinstance(data.get("function"), dict) else {}
+    name = function.get("name")
+    arguments = function.get("arguments")
+    if arguments is None:
+        arguments = "{}"
+    elif not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    call_id = data.get("id")
+    return ToolCall(call_id if isinstance(call_id, str) and call_id else new_call_id(),
+                    name if isinstance(name, str) else "", arguments)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _usage(data: Any) -> Usage:
+    if not isinstance(data, dict):
+        return Usage(requests=1)
+    return Usage(_int(data.get("prompt_tokens")), _int(data.get("completion_tokens")), 1)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _openai_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    if isinstance(choice, dict) or choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
