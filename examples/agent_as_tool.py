@@ -1,6 +1,6 @@
 """Multi-agent is an agent used as a coworker: a manager delegates to a researcher.
 
-    python examples/agent_as_tool.py
+python examples/agent_as_tool.py
 """
 
 from __future__ import annotations

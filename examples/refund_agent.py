@@ -47,7 +47,9 @@ def support_brain(context, tools):
     if "check_policy" not in done:
         return Action("check_policy", {"order_id": "A1234"}, "now check if it qualifies")
     if "issue_refund" not in done:
-        return Action("issue_refund", {"order_id": "A1234", "amount": 79}, "it qualifies, and a refund needs a human to sign off")
+        return Action(
+            "issue_refund", {"order_id": "A1234", "amount": 79}, "it qualifies, and a refund needs a human to sign off"
+        )
     refund = next(m for m in context if m.name == "issue_refund")
     if refund.is_error:
         return "I'm sorry, I could not refund this order: " + refund.content

@@ -1,8 +1,8 @@
 """Pause in one process, approve in a second, finish in a third: the run lives in SQLite.
 
-    python examples/refund_durable.py start   --db runs.db        # prints the run id, pauses
-    python examples/refund_durable.py approve --db runs.db RUN_ID # a human approves (no agent here)
-    python examples/refund_durable.py finish  --db runs.db RUN_ID # resumes and finishes
+python examples/refund_durable.py start   --db runs.db        # prints the run id, pauses
+python examples/refund_durable.py approve --db runs.db RUN_ID # a human approves (no agent here)
+python examples/refund_durable.py finish  --db runs.db RUN_ID # resumes and finishes
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from refund_agent import make_agent  # noqa: E402
+from refund_agent import make_agent
 
-from tether import ApprovalDecided, RunState  # noqa: E402
-from tether.trace import render  # noqa: E402
+from tether import ApprovalDecided, RunState
+from tether.trace import render
 
 
 def open_store(db: str):

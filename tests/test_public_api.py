@@ -15,8 +15,23 @@ def test_all_is_sorted_case_insensitively_and_unique() -> None:
 
 def test_every_public_name_is_exported_and_every_export_exists() -> None:
     public = {n for n in vars(tether) if not n.startswith("_")}
-    modules = {"agent", "context", "events", "exceptions", "messages", "policy", "state", "tools",
-               "stores", "testing", "trace", "providers", "toolkits", "cli", "annotations"}
+    modules = {
+        "agent",
+        "context",
+        "events",
+        "exceptions",
+        "messages",
+        "policy",
+        "state",
+        "tools",
+        "stores",
+        "testing",
+        "trace",
+        "providers",
+        "toolkits",
+        "cli",
+        "annotations",
+    }
     assert public - modules == set(tether.__all__)
 
 

@@ -12,6 +12,7 @@ generator.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import uuid
@@ -258,7 +259,7 @@ class Agent:
             reason = "outcome-unknown" if unknown else "approval"
             ids = tuple(p.call.id for p in waits)
             crash_point("mid_state_serialize")
-            status = "needs-decision" if unknown else "paused"
+            status: Status = "needs-decision" if unknown else "paused"
             yield await run.commit(Paused(reason, ids, run.snapshot(status, seq_bump=1).to_dict()))
             return
         if (output := self._terminal_output(run)) is not None:
@@ -492,10 +493,8 @@ class _Run:
     async def end(self, ev: Event) -> None:
         """Commit a closing event unless the run has already ended."""
         if not self.ended and self.journal.run_id:
-            try:
+            with contextlib.suppress(StoreError, OSError):  # the original error matters more
                 await self.commit(ev)
-            except (StoreError, OSError):
-                pass  # the original error is what the caller needs to see
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and asyncio.get_running_loop().time() >= self.deadline
@@ -531,4 +530,3 @@ class _Run:
             limit=self.limit,
             error=last.error if isinstance(last, Failed) else None,
         )
-

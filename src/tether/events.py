@@ -12,7 +12,6 @@ kinds are).
 
 from __future__ import annotations
 
-import functools
 import typing
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
@@ -20,9 +19,7 @@ from typing import Any, ClassVar
 from .context import Context
 from .messages import Message, ToolCall, Usage
 
-ErrorKind = typing.Literal[
-    "unknown-tool", "bad-json", "invalid-arguments", "raised", "timeout", "denied", "skipped"
-]
+ErrorKind = typing.Literal["unknown-tool", "bad-json", "invalid-arguments", "raised", "timeout", "denied", "skipped"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +165,9 @@ Event = (
     | LimitReached
 )
 
-EVENT_TYPES: dict[str, type[Any]] = {
-    cls.kind: cls for cls in typing.get_args(Event)  # type: ignore[attr-defined]
-}
+EVENT_TYPES: dict[str, type[Any]] = {cls.kind: cls for cls in typing.get_args(Event)}
 PERSISTED: frozenset[str] = frozenset(EVENT_TYPES) - {"token"}
-TERMINAL: frozenset[str] = frozenset(
-    ("paused", "finished", "failed", "cancelled", "limit-reached")
-)
+TERMINAL: frozenset[str] = frozenset(("paused", "finished", "failed", "cancelled", "limit-reached"))
 
 
 def to_dict(event: Event) -> dict[str, Any]:
@@ -211,10 +204,14 @@ def _encode(value: Any) -> Any:
     return value
 
 
-@functools.cache
-def _decoders(cls: type[Any]) -> dict[str, Any]:
+_DECODERS: dict[type[Any], dict[str, typing.Callable[[Any], Any]]] = {}
+
+
+def _decoders(cls: type[Any]) -> dict[str, typing.Callable[[Any], Any]]:
+    if cls in _DECODERS:
+        return _DECODERS[cls]
     hints = typing.get_type_hints(cls)
-    out = {}
+    out: dict[str, typing.Callable[[Any], Any]] = {}
     for f in fields(cls):
         hint = hints[f.name]
         if hint is Message:
@@ -229,6 +226,7 @@ def _decoders(cls: type[Any]) -> dict[str, Any]:
             out[f.name] = tuple
         else:
             out[f.name] = _identity
+    _DECODERS[cls] = out
     return out
 
 

@@ -52,9 +52,10 @@ class Usage:
     def from_dict(cls, data: dict[str, Any]) -> Usage:
         check_keys(data, _USAGE_KEYS, "usage")
         values = [data.get(k) for k in ("input_tokens", "output_tokens", "requests")]
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        counts = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+        if len(counts) != 3:
             raise ValueError(f"usage needs three integer counts, got {data!r}")
-        return cls(*values)
+        return cls(*counts)
 
 
 def new_call_id() -> str:
@@ -128,9 +129,7 @@ class Message:
         return cls("user", content)
 
     @classmethod
-    def assistant(
-        cls, content: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()
-    ) -> Message:
+    def assistant(cls, content: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()) -> Message:
         return cls("assistant", content, tuple(tool_calls))
 
     @classmethod

@@ -92,16 +92,14 @@ class FunctionPolicy:
     >>> policy = FunctionPolicy(brain)
     """
 
-    def __init__(
-        self, fn: Callable[[Context, Sequence[Tool]], Move | Awaitable[Move]]
-    ) -> None:
+    def __init__(self, fn: Callable[[Context, Sequence[Tool]], Move | Awaitable[Move]]) -> None:
         self.fn = fn
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
         out = self.fn(context, tools)
         if inspect.isawaitable(out):
             out = await out
-        return to_message(out, f"call_{len(context)}")  # type: ignore[arg-type]
+        return to_message(out, f"call_{len(context)}")
 
     def __repr__(self) -> str:
         return f"FunctionPolicy({getattr(self.fn, '__name__', self.fn)!r})"

@@ -41,9 +41,7 @@ from .exceptions import StateError, StateIncompatible, StateTampered
 from .messages import Message, ToolCall, Usage, check_keys
 
 SCHEMA_VERSION = 1
-Status = Literal[
-    "running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"
-]
+Status = Literal["running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"]
 CallStatus = Literal["proposed", "awaiting-approval", "started"]
 Verdict = Literal["approve", "deny", "retry", "skip"]
 
@@ -109,9 +107,7 @@ class Decision:
         return replace(self, signature=_mac(key, self._payload()))
 
     def verify(self, key: bytes) -> None:
-        if not self.signature or not hmac.compare_digest(
-            self.signature, _mac(key, self._payload())
-        ):
+        if not self.signature or not hmac.compare_digest(self.signature, _mac(key, self._payload())):
             raise StateTampered(f"decision for call {self.call_id!r} has a bad or missing signature")
         if self.expires_at is not None and time.time() > self.expires_at:
             raise StateError(f"decision for call {self.call_id!r} has expired")
@@ -303,14 +299,24 @@ class RunState:
     # -- decisions ---------------------------------------------------------
 
     def approve(
-        self, call_id: str, args: dict[str, Any] | None = None, *, by: str = "",
-        key: bytes | None = None, ttl: float | None = None,
+        self,
+        call_id: str,
+        args: dict[str, Any] | None = None,
+        *,
+        by: str = "",
+        key: bytes | None = None,
+        ttl: float | None = None,
     ) -> RunState:
         """Approve a call, optionally with edited arguments (validated again on resume)."""
         return self._decide(call_id, "approve", args=args, by=by, key=key, ttl=ttl)
 
     def deny(
-        self, call_id: str, message: str = "", *, by: str = "", key: bytes | None = None,
+        self,
+        call_id: str,
+        message: str = "",
+        *,
+        by: str = "",
+        key: bytes | None = None,
         ttl: float | None = None,
     ) -> RunState:
         """Deny a call; ``message`` becomes the call's result, for the model to read."""
@@ -325,18 +331,29 @@ class RunState:
         return self._decide(call_id, "skip", message=message, by=by, key=key)
 
     def _decide(
-        self, call_id: str, verdict: Verdict, *, args: dict[str, Any] | None = None,
-        message: str = "", by: str = "", key: bytes | None = None, ttl: float | None = None,
+        self,
+        call_id: str,
+        verdict: Verdict,
+        *,
+        args: dict[str, Any] | None = None,
+        message: str = "",
+        by: str = "",
+        key: bytes | None = None,
+        ttl: float | None = None,
     ) -> RunState:
         p = self.pending_call(call_id)
         wanted = ("retry", "skip") if p.status == "started" else ("approve", "deny")
         if verdict not in wanted:
-            raise StateError(
-                f"call {call_id!r} is {p.status!r}: decide it with {' or '.join(wanted)}, not {verdict!r}"
-            )
+            raise StateError(f"call {call_id!r} is {p.status!r}: decide it with {' or '.join(wanted)}, not {verdict!r}")
         d = Decision(
-            run_id=self.run_id, call_id=call_id, verdict=verdict, args_hash=p.args_hash,
-            state_seq=self.seq, args=args, message=message, by=by,
+            run_id=self.run_id,
+            call_id=call_id,
+            verdict=verdict,
+            args_hash=p.args_hash,
+            state_seq=self.seq,
+            args=args,
+            message=message,
+            by=by,
             expires_at=time.time() + ttl if ttl is not None else None,
         )
         if key is not None:
@@ -378,9 +395,7 @@ class RunState:
             if d.run_id != self.run_id:
                 raise StateTampered(f"decision for call {d.call_id!r} belongs to run {d.run_id!r}")
             if not hmac.compare_digest(d.args_hash, p.args_hash):
-                raise StateTampered(
-                    f"decision for call {d.call_id!r} was made for other arguments than the call has"
-                )
+                raise StateTampered(f"decision for call {d.call_id!r} was made for other arguments than the call has")
             if d.state_seq > self.seq:
                 raise StateTampered(f"decision for call {d.call_id!r} names a future state version")
             if d.state_seq < self.paused_at:
@@ -403,10 +418,7 @@ class RunState:
             "tool_calls": self.tool_calls,
             "usage": self.usage.to_dict(),
             "messages": [m.to_dict() for m in self.messages],
-            "pending": [
-                {"call": p.call.to_dict(), "status": p.status, "attempts": p.attempts}
-                for p in self.pending
-            ],
+            "pending": [{"call": p.call.to_dict(), "status": p.status, "attempts": p.attempts} for p in self.pending],
             "decisions": [d.to_dict() for d in self.decisions],
             "signature": self.signature,
         }
@@ -442,7 +454,15 @@ class RunState:
                     raise ValueError(f"unknown call status {status!r}")
                 pending.append(PendingCall(ToolCall.from_dict(p["call"]), status, _typed(p, "attempts", int)))
             status = data["status"]
-            if status not in ("running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"):
+            if status not in (
+                "running",
+                "paused",
+                "needs-decision",
+                "finished",
+                "failed",
+                "cancelled",
+                "limit-reached",
+            ):
                 raise ValueError(f"unknown status {status!r}")
             return cls(
                 run_id=_typed(data, "run_id", str),
@@ -477,8 +497,21 @@ _DECISION_KEYS = frozenset(
 )
 _PENDING_KEYS = frozenset(("call", "status", "attempts"))
 _STATE_KEYS = frozenset(
-    ("schema_version", "run_id", "status", "seq", "paused_at", "fingerprint", "steps", "tool_calls",
-     "usage", "messages", "pending", "decisions", "signature")
+    (
+        "schema_version",
+        "run_id",
+        "status",
+        "seq",
+        "paused_at",
+        "fingerprint",
+        "steps",
+        "tool_calls",
+        "usage",
+        "messages",
+        "pending",
+        "decisions",
+        "signature",
+    )
 )
 
 

@@ -66,7 +66,7 @@ class ScriptedModel:
         """Raise AssertionError if some replies were never asked for."""
         if self.remaining:
             raise AssertionError(
-                f"ScriptedModel has {self.remaining} unused replies: {self.replies[len(self.requests):]!r}"
+                f"ScriptedModel has {self.remaining} unused replies: {self.replies[len(self.requests) :]!r}"
             )
 
     def __repr__(self) -> str:
@@ -88,5 +88,3 @@ def block_model_requests(blocked: bool = True) -> Iterator[None]:
         yield
     finally:
         set_model_requests_blocked(previous)
-
-

@@ -102,9 +102,7 @@ class Tool:
     def fingerprint(self) -> str:
         """A hash of everything about this tool that a paused run relies on."""
         gate = "callable" if callable(self.approval) else bool(self.approval)
-        blob = json.dumps(
-            [self.definition(), self.terminal, gate, self.effect], sort_keys=True, separators=(",", ":")
-        )
+        blob = json.dumps([self.definition(), self.terminal, gate, self.effect], sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def needs_approval(self, args: dict[str, Any], context: Context) -> bool:
@@ -298,7 +296,7 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
             google = re.match(r"(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)", line)
             numpy = re.match(r"(\w+)\s*:\s*[^\s].*$", line) if raw[:1] not in (" ", "\t") else None
             indent = len(raw) - len(raw.lstrip())
-            if numpy and section == "parameters" and not google or (numpy and indent == 0):
+            if (numpy and section == "parameters" and not google) or (numpy and indent == 0):
                 current = numpy.group(1)
                 params[current] = ""
             elif google and (current is None or indent <= _indent_of(lines, current)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .context import Context
-from .events import Event, RunStarted, ModelReplied, ToolFinished
+from .events import Event, ModelReplied, RunStarted, ToolFinished
 from .messages import Message
 
 
@@ -64,7 +64,7 @@ def _event(lines: list[str], ev: Event, width: int) -> None:
     elif kind == "paused":
         lines.append(f"  (paused: {ev.reason})")  # type: ignore[union-attr]
     elif kind == "failed":
-        lines.append(f"  (failed: {_short(ev.error, width)})")  # type: ignore[union-attr]
+        lines.append(f"  (failed: {_short(str(getattr(ev, 'error', '')), width)})")
     elif kind == "cancelled":
         lines.append("  (cancelled)")
     elif kind == "limit-reached":

@@ -23,7 +23,10 @@ def compact(events: tuple[Event, ...] | list[Event]) -> list[Any]:
         d.pop("state", None)
         if kind == "model-replied":
             m = d["message"]
-            d = {"text": m["content"], "calls": [f"{c['id']}:{c['name']}{c['arguments']}" for c in m.get("tool_calls", [])]}
+            d = {
+                "text": m["content"],
+                "calls": [f"{c['id']}:{c['name']}{c['arguments']}" for c in m.get("tool_calls", [])],
+            }
         elif kind == "tool-finished":
             r = d["result"]
             d = {"id": r["tool_call_id"], "content": r["content"], "error": d["error"]}

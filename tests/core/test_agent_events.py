@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from inline_snapshot import snapshot
@@ -302,10 +303,8 @@ def test_cancelling_the_consuming_task_commits_cancelled_and_stops_tools() -> No
         task = asyncio.create_task(agent.run("go", run_id="r1"))
         await asyncio.sleep(0.1)
         task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await task
-        except asyncio.CancelledError:
-            pass
         return await store.load("r1"), await store.get("r1")
 
     events, info = asyncio.run(main())
@@ -321,7 +320,10 @@ def test_a_terminal_tool_ends_the_run_with_its_result() -> None:
 
     result, model = run([Action("final_answer", {"text": "all set"})], [final_answer])
     assert result.status == "finished" and result.output == "all set"
-    assert compact(result.events)[-1] == ("finished", {"output": "all set", "usage": {"input_tokens": 0, "output_tokens": 0, "requests": 0}})
+    assert compact(result.events)[-1] == (
+        "finished",
+        {"output": "all set", "usage": {"input_tokens": 0, "output_tokens": 0, "requests": 0}},
+    )
     model.assert_consumed()
 
 
@@ -332,7 +334,9 @@ def test_agent_as_tool_delegates_to_a_sub_agent() -> None:
         name="researcher",
     )
     boss_model = ScriptedModel([Action("researcher", {"task": "where is B7?"}), "Your order B7 is delivered."])
-    result = Agent(boss_model, [researcher.as_tool(description="Research orders.")]).run_sync("where is B7?", run_id="r1")
+    result = Agent(boss_model, [researcher.as_tool(description="Research orders.")]).run_sync(
+        "where is B7?", run_id="r1"
+    )
     assert compact(result.events) == snapshot(
         [
             ("run-started", {"messages": ["user: where is B7?"], "resumed": False}),
@@ -342,7 +346,10 @@ def test_agent_as_tool_delegates_to_a_sub_agent() -> None:
             ("model-replied", {"text": "Your order B7 is delivered.", "calls": []}),
             (
                 "finished",
-                {"output": "Your order B7 is delivered.", "usage": {"input_tokens": 0, "output_tokens": 0, "requests": 0}},
+                {
+                    "output": "Your order B7 is delivered.",
+                    "usage": {"input_tokens": 0, "output_tokens": 0, "requests": 0},
+                },
             ),
         ]
     )

@@ -61,8 +61,15 @@ def test_free_calls_run_and_the_run_pauses_once_listing_every_gated_call() -> No
     assert ran == ["look_up A1"]
     assert result.status == "paused"
     kinds = [e.kind for e in result.events]
-    assert kinds == ["run-started", "model-replied", "tool-started", "tool-finished",
-                     "approval-requested", "approval-requested", "paused"]
+    assert kinds == [
+        "run-started",
+        "model-replied",
+        "tool-started",
+        "tool-finished",
+        "approval-requested",
+        "approval-requested",
+        "paused",
+    ]
     assert result.events[-1].call_ids == ("call_1_1", "call_1_2")
     assert [p.call.name for p in result.pending] == ["refund", "email"]
     assert all(p.status == "awaiting-approval" for p in result.pending)
@@ -195,7 +202,7 @@ def test_resume_by_run_id_from_the_store_with_decisions_recorded_elsewhere() -> 
 
     ran: list[str] = []
     store = MemoryStore()
-    agent, _, result = paused_run(ran, store=store)
+    agent, _, _ = paused_run(ran, store=store)
 
     async def human() -> None:  # another process, with only the store
         state = RunState.from_events(await store.load("r1"))
@@ -243,6 +250,19 @@ def test_the_state_json_is_plain_and_stable() -> None:
     _, _, result = paused_run(ran)
     data = json.loads(result.state.to_json())
     assert data["schema_version"] == 1
-    assert set(data) == {"schema_version", "run_id", "status", "seq", "paused_at", "fingerprint", "steps",
-                         "tool_calls", "usage", "messages", "pending", "decisions", "signature"}
+    assert set(data) == {
+        "schema_version",
+        "run_id",
+        "status",
+        "seq",
+        "paused_at",
+        "fingerprint",
+        "steps",
+        "tool_calls",
+        "usage",
+        "messages",
+        "pending",
+        "decisions",
+        "signature",
+    }
     assert RunState.from_json(result.state.to_json()) == result.state

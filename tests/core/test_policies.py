@@ -6,7 +6,17 @@ import asyncio
 
 import pytest
 
-from tether import Action, Agent, FunctionPolicy, Message, ModelRequestsBlocked, ScriptExhausted, ToolCall, UserError, tool
+from tether import (
+    Action,
+    Agent,
+    FunctionPolicy,
+    Message,
+    ModelRequestsBlocked,
+    ScriptExhausted,
+    ToolCall,
+    UserError,
+    tool,
+)
 from tether.policy import check_model_request, to_message
 from tether.testing import ScriptedModel, block_model_requests
 
@@ -79,7 +89,7 @@ def test_streaming_policies_produce_token_events() -> None:
 
 
 def test_real_model_requests_are_blocked_in_tests_but_loopback_is_allowed() -> None:
-    with pytest.raises(ModelRequestsBlocked, match="api.openai.com"):
+    with pytest.raises(ModelRequestsBlocked, match=r"api\.openai\.com"):
         check_model_request("https://api.openai.com/v1/chat/completions")
     check_model_request("http://127.0.0.1:8080/v1/chat/completions")
     with block_model_requests(False):

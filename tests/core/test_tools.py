@@ -51,9 +51,18 @@ def test_google_docstring_and_hints_make_the_schema() -> None:
             },
             "properties": {
                 "order_id": {"description": "the order to ship.", "type": "string"},
-                "speed": {"default": "slow", "description": "how fast; fast costs more.", "enum": ["slow", "fast"], "type": "string"},
+                "speed": {
+                    "default": "slow",
+                    "description": "how fast; fast costs more.",
+                    "enum": ["slow", "fast"],
+                    "type": "string",
+                },
                 "copies": {"default": 1, "description": "how many copies, at least one.", "type": "integer"},
-                "to": {"anyOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}], "default": None, "description": "where to send it."},
+                "to": {
+                    "anyOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}],
+                    "default": None,
+                    "description": "where to send it.",
+                },
             },
             "required": ["order_id"],
             "type": "object",

@@ -18,8 +18,15 @@ usages = st.builds(Usage, st.integers(0, 10**6), st.integers(0, 10**6), st.integ
 messages = st.one_of(
     st.builds(Message.system, text),
     st.builds(Message.user, text),
-    st.builds(lambda c, calls, u: Message("assistant", c, tuple(calls), usage=u), text, st.lists(tool_calls, max_size=3), st.none() | usages),
-    st.builds(lambda i, c, n, e: Message.tool_result(i, c, name=n, is_error=e), ids, text, st.none() | text, st.booleans()),
+    st.builds(
+        lambda c, calls, u: Message("assistant", c, tuple(calls), usage=u),
+        text,
+        st.lists(tool_calls, max_size=3),
+        st.none() | usages,
+    ),
+    st.builds(
+        lambda i, c, n, e: Message.tool_result(i, c, name=n, is_error=e), ids, text, st.none() | text, st.booleans()
+    ),
 )
 
 
@@ -72,7 +79,11 @@ def test_messages_convert_to_the_openai_wire_shape() -> None:
         "content": None,
         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}],
     }
-    assert Message.tool_result("c1", "2", name="add").to_openai() == {"role": "tool", "tool_call_id": "c1", "content": "2"}
+    assert Message.tool_result("c1", "2", name="add").to_openai() == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "2",
+    }
     assert Message.user("hi").to_openai() == {"role": "user", "content": "hi"}
 
 
@@ -82,7 +93,10 @@ def test_messages_convert_to_the_openai_wire_shape() -> None:
         ({"role": "wizard", "content": ""}, "unknown message role"),
         ({"role": "user", "content": 5}, "'content' must be a string"),
         ({"role": "tool", "content": "x"}, "needs the tool_call_id"),
-        ({"role": "user", "content": "x", "tool_calls": [{"id": "1", "name": "a", "arguments": "{}"}]}, "only assistant"),
+        (
+            {"role": "user", "content": "x", "tool_calls": [{"id": "1", "name": "a", "arguments": "{}"}]},
+            "only assistant",
+        ),
         ([], "must be a JSON object"),
     ],
 )
@@ -117,11 +131,19 @@ def test_every_event_kind_round_trips_through_json() -> None:
     assert {e.kind for e in events} == set(EVENT_TYPES)
     for e in events:
         d = to_dict(e)
-        assert list(d)[0] == "kind"
+        assert next(iter(d)) == "kind"
         assert from_dict(json.loads(json.dumps(d))) == e
 
 
-@pytest.mark.parametrize("bad", [{"kind": "nope"}, {"kind": "finished", "bogus": 1}, "finished", {"kind": "model-replied", "message": {"role": "x"}}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"kind": "nope"},
+        {"kind": "finished", "bogus": 1},
+        "finished",
+        {"kind": "model-replied", "message": {"role": "x"}},
+    ],
+)
 def test_malformed_events_are_refused(bad: object) -> None:
     with pytest.raises(ValueError):
         from_dict(bad)  # type: ignore[arg-type]

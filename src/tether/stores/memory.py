@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from ..events import Event, PERSISTED
+from ..events import PERSISTED, Event
 from ..exceptions import LeaseConflict, StoreError
 from . import RunInfo, status_after
 
@@ -27,16 +27,18 @@ class MemoryStore:
         log = self._events.get(run_id, [])
         if len(log) != expected_seq:
             raise LeaseConflict(
-                f"run {run_id!r} has {len(log)} events, the writer expected {expected_seq}: "
-                "another worker advanced it"
+                f"run {run_id!r} has {len(log)} events, the writer expected {expected_seq}: another worker advanced it"
             )
         now = time.time()
         old = self._info.get(run_id)
         log.extend(events)
         self._events[run_id] = log
         self._info[run_id] = RunInfo(
-            run_id, status_after(old.status if old else "running", events), len(log),
-            old.created_at if old else now, now,
+            run_id,
+            status_after(old.status if old else "running", events),
+            len(log),
+            old.created_at if old else now,
+            now,
         )
         return len(log)
 
