@@ -347,8 +347,11 @@ class Agent:
                 value = await tool.invoke(plan.args, invocation)
             text = result_text(value)
         except TimeoutError:
-            limit = tool.timeout if tool.timeout and not run.out_of_time() else "the run's time budget"
-            text, error = f"tool {tool.name!r} timed out after {limit} seconds", "timeout"
+            if run.out_of_time():
+                text = f"tool {tool.name!r} was stopped: the run's time budget ran out"
+            else:
+                text = f"tool {tool.name!r} timed out after {tool.timeout:g} seconds"
+            error = "timeout"
         except Exception as exc:
             text, error = f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", "raised"
         crash_point("after_tool_return")
