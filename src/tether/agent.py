@@ -260,7 +260,7 @@ class Agent:
             ids = tuple(p.call.id for p in waits)
             crash_point("mid_state_serialize")
             status: Status = "needs-decision" if unknown else "paused"
-            yield await run.commit(Paused(reason, ids, run.snapshot(status, seq_bump=1).to_dict()))
+            yield await run.commit(Paused(reason, ids, run.snapshot(pausing=status).to_dict()))
             return
         if (output := self._terminal_output(run)) is not None:
             yield await run.commit(Finished(output, run.journal.usage))
@@ -516,8 +516,8 @@ class _Run:
             return LimitReached("tool_calls", agent.max_tool_calls)
         return None
 
-    def snapshot(self, status: Status | None = None, seq_bump: int = 0) -> RunState:
-        state = self.journal.snapshot(status, seq=self.journal.seq + seq_bump)
+    def snapshot(self, pausing: Status | None = None) -> RunState:
+        state = self.journal.snapshot(pausing)
         return state.sign(self.agent.signing_key) if self.agent.signing_key else state
 
     def result(self, events: list[Event]) -> RunResult:

@@ -246,7 +246,9 @@ class Journal:
         elif isinstance(ev, LimitReached):
             self.status = "limit-reached"
 
-    def snapshot(self, status: Status | None = None, seq: int | None = None) -> RunState:
+    def snapshot(self, pausing: Status | None = None) -> RunState:
+        """The state now; ``pausing`` gives the state a ``paused`` event about to be committed carries."""
+        seq = self.seq + 1 if pausing else self.seq
         return RunState(
             run_id=self.run_id,
             messages=self.context.messages,
@@ -256,9 +258,9 @@ class Journal:
             tool_calls=self.tool_calls,
             usage=self.usage,
             fingerprint=self.fingerprint,
-            seq=self.seq if seq is None else seq,
-            status=status or self.status,
-            paused_at=self.paused_at if seq is None else seq,
+            seq=seq,
+            status=pausing or self.status,
+            paused_at=seq if pausing else self.paused_at,
         )
 
 
