@@ -213,13 +213,21 @@ def openai_events(t: Turn) -> list[SSEItem]:
 
 def anthropic_json(t: Turn) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": t.text}] if t.text else []
-    content += [{"type": "tool_use", "id": cid, "name": name, "input": json.loads(args)}
+    content += [{"type": "tool_use", "id": cid, "name": name, "input": _object(args)}
                 for cid, name, args in t.tool_calls]
     return {
         "id": "msg_fake", "type": "message", "role": "assistant", "model": t.model, "content": content,
         "stop_reason": "tool_use" if t.tool_calls else "end_turn", "stop_sequence": None,
         "usage": {"input_tokens": t.usage[0], "output_tokens": t.usage[1]},
     }
+
+
+def _object(args: str) -> Any:
+    """Parsed arguments; malformed ones stay a string (the real API never sends those)."""
+    try:
+        return json.loads(args)
+    except ValueError:
+        return args
 
 
 def anthropic_events(t: Turn) -> list[SSEItem]:
@@ -398,11 +406,20 @@ class FakeServer:
             item: Reply | Turn = self._queue.popleft()
         except IndexError:
             if self.handler is None:
-                self.errors.append(f"no scripted reply left for request #{len(self.requests)} to {request.path}")
-                return Reply.error(500, "fake server: script exhausted", kind="script_exhausted",
-                                   headers={"x-should-retry": "false"})
-            item = self.handler(request)
-        return render(item, request) if isinstance(item, Turn) else item
+                return self._broken(f"no scripted reply left for request #{len(self.requests)} to {request.path}")
+            try:
+                item = self.handler(request)
+            except Exception as exc:
+                return self._broken(f"the handler raised {exc!r} for request #{len(self.requests)}")
+        try:
+            return render(item, request) if isinstance(item, Turn) else item
+        except Exception as exc:
+            return self._broken(f"cannot render {item!r}: {exc!r}")
+
+    def _broken(self, problem: str) -> Reply:
+        """A script problem: recorded in ``errors`` and answered with a final 500."""
+        self.errors.append(problem)
+        return Reply.error(500, f"fake server: {problem}", kind="script_error", headers={"x-should-retry": "false"})
 
     async def _answer(self, reply: Reply, request: Request, writer: asyncio.StreamWriter) -> bool:
         """Send the reply; False when the connection is gone afterwards."""

@@ -135,7 +135,7 @@ class HTTPPolicy:
         self.extra_headers = dict(extra_headers or {})
         self._given_client = http_client
         self._transport = transport
-        self._sleep: Sleep = sleep or asyncio.sleep
+        self._sleep: Sleep = sleep if sleep is not None else asyncio.sleep
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
 

@@ -54,7 +54,7 @@ from ..tools import Tool
 
 FINAL_ANSWER = "final_answer"
 MAX_RESULT_CHARS = 6000  # a tool result longer than this is cut before the model sees it
-NUDGE = "If you have what you need, call final_answer with your answer; otherwise call another tool."
+NUDGE = "If that answers the user's question, call final_answer with the answer in a short sentence; otherwise call another tool."
 ERROR_NUDGE = "Fix the call and try again, or call final_answer to explain the problem."
 FINAL_ONLY = "Now answer the user with final_answer."
 
@@ -160,23 +160,31 @@ def system_prompt(tools: Sequence[Tool], instructions: str = "") -> str:
 
 
 def tool_line(t: Tool) -> str:
-    """``name(a, b): first line of the description``."""
-    params = ", ".join((t.parameters or {}).get("properties", {}))
-    summary = t.description.strip().splitlines()[0] if t.description.strip() else ""
-    return f"{t.name}({params}): {summary}" if summary else f"{t.name}({params})"
+    """``name(a, b): what it does. a: what a is; b: ...`` on one line."""
+    props: dict[str, Any] = (t.parameters or {}).get("properties", {})
+    summary = " ".join(t.description.split()).split(". ")[0].rstrip(".") if t.description.strip() else ""
+    line = f"{t.name}({', '.join(props)})" + (f": {summary}." if summary else "")
+    hints = [f"{k}: {_clause(v['description'])}" for k, v in props.items() if v.get("description")]
+    return line + (" " + "; ".join(hints) + "." if hints else "")
+
+
+def _clause(text: Any) -> str:
+    return " ".join(str(text).split()).rstrip(".")
 
 
 def render(context: Context, tools: Sequence[Tool], *, final_only: bool = False) -> list[dict[str, Any]]:
     """The notebook as OpenAI chat messages for the constrained protocol."""
     instructions = "\n\n".join(m.content for m in context if m.role == "system")
     out: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(tools, instructions)}]
+    question = ""
     for m in context:
         if m.role == "user":
+            question = m.content
             out.append({"role": "user", "content": m.content})
         elif m.role == "assistant":
             out.append({"role": "assistant", "content": _assistant_text(m)})
         elif m.role == "tool":
-            _append_user(out, _result_text(m))
+            _append_user(out, _result_text(m, question))
     if final_only:
         _append_user(out, FINAL_ONLY)
     return out
@@ -201,13 +209,14 @@ def _loads_or_raw(arguments: str) -> Any:
         return arguments
 
 
-def _result_text(m: Message) -> str:
+def _result_text(m: Message, question: str) -> str:
     content = m.content
     if len(content) > MAX_RESULT_CHARS:
         content = content[:MAX_RESULT_CHARS] + f"\n[... cut: {len(m.content):,} characters in all]"
+    name = m.name or "the tool"
     if m.is_error:
-        return f"Error from {m.name or 'the tool'}: {content}\n{ERROR_NUDGE}"
-    return f"Result of {m.name or 'the tool'}: {content}\n{NUDGE}"
+        return f"{name} failed: {content}\n{ERROR_NUDGE}"
+    return f"{name} returned: {content}\n" + NUDGE
 
 
 def _append_user(out: list[dict[str, Any]], text: str) -> None:
