@@ -174,7 +174,9 @@ async def test_status_follows_the_events(store: RunStore, events: list[Event], s
 
 
 async def test_a_batch_sets_the_status_of_its_last_status_event(store: RunStore) -> None:
-    await store.append("r", [started("r"), paused("approval"), RunStarted("r", resumed=True), marker(1)], expected_seq=0)
+    await store.append(
+        "r", [started("r"), paused("approval"), RunStarted("r", resumed=True), marker(1)], expected_seq=0
+    )
     info = await store.get("r")
     assert info is not None and (info.status, info.seq) == ("running", 4)
 
@@ -242,7 +244,7 @@ async def test_delete_forgets_a_run_and_a_stale_writer_cannot_revive_it(store: R
 # -- bodies ------------------------------------------------------------------
 
 
-ODD_TEXT = "naïve café — 東京 — שלום — 🦀🙂 — \x00 NUL — \x1b[31mansi\x1b[0m — \\u0000 — \ud800 lone — \"q\" \n\t"
+ODD_TEXT = 'naïve café — 東京 — שלום — 🦀🙂 — \x00 NUL — \x1b[31mansi\x1b[0m — \\u0000 — \ud800 lone — "q" \n\t'
 
 
 async def test_unicode_and_awkward_characters_round_trip(store: RunStore) -> None:

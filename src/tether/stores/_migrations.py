@@ -82,7 +82,7 @@ def check_version(found: int, known: int, where: str) -> None:
 
 def migrate_sqlite(conn: sqlite3.Connection, where: str, steps: tuple[str, ...] = SQLITE_STEPS) -> int:
     """Bring an SQLite database (autocommit connection) up to date; return its version."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
     check_version(version, len(steps), where)
     while version < len(steps):
         conn.execute("BEGIN IMMEDIATE")
@@ -121,15 +121,13 @@ async def migrate_postgres(
                 "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
             ).format(name)
         )
-        cur = await conn.execute(
-            sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_migrations").format(name)
-        )
+        cur = await conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_migrations").format(name))
         row = await cur.fetchone()
         version = int(row[0]) if row else 0  # type: ignore[index]
         check_version(version, len(steps), where)
         for step in steps[version:]:
             version += 1
-            await conn.execute(sql.SQL(step).format(schema=name))  # type: ignore[arg-type]
+            await conn.execute(sql.SQL(step).format(schema=name))
             await conn.execute(
                 sql.SQL("INSERT INTO {}.schema_migrations (version) VALUES (%s)").format(name),
                 (version,),

@@ -42,9 +42,7 @@ def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError as exc:
-        raise UserError(
-            "PostgresStore needs psycopg 3: pip install 'tether[postgres]'"
-        ) from exc
+        raise UserError("PostgresStore needs psycopg 3: pip install 'tether[postgres]'") from exc
     return psycopg
 
 
@@ -147,7 +145,7 @@ class PostgresStore:
         if self._conn is not None and not self._conn.closed:
             return self._conn
         try:
-            conn = await self._pg.AsyncConnection.connect(self.dsn, autocommit=True)
+            conn: psycopg.AsyncConnection[Any] = await self._pg.AsyncConnection.connect(self.dsn, autocommit=True)
         except self._pg.Error as exc:
             raise StoreError(f"cannot connect to PostgreSQL: {exc}") from exc
         try:
@@ -201,7 +199,7 @@ def _statements(schema: Any) -> dict[str, Any]:
     from psycopg import sql
 
     def q(text: str) -> Any:
-        return sql.SQL(text).format(s=schema)  # type: ignore[arg-type]
+        return sql.SQL(text).format(s=schema)
 
     times = "extract(epoch from created_at)::float8, extract(epoch from updated_at)::float8"
     columns = f"run_id, status, seq, {times}"
@@ -215,8 +213,7 @@ def _statements(schema: Any) -> dict[str, Any]:
             "WHERE run_id = %s AND seq = %s RETURNING seq"
         ),
         "insert": q(
-            "INSERT INTO {s}.events (run_id, seq, kind, body, created_at) "
-            "VALUES (%s, %s, %s, %s::jsonb, now())"
+            "INSERT INTO {s}.events (run_id, seq, kind, body, created_at) VALUES (%s, %s, %s, %s::jsonb, now())"
         ),
         "seq": q("SELECT seq FROM {s}.runs WHERE run_id = %s"),
         "load": q("SELECT seq, body FROM {s}.events WHERE run_id = %s ORDER BY seq"),

@@ -49,9 +49,7 @@ class SQLiteStore:
     tasks and threads (calls are serialised by a lock).
     """
 
-    def __init__(
-        self, path: str | Path, *, durability: Durability = "normal", busy_timeout: float = 5.0
-    ) -> None:
+    def __init__(self, path: str | Path, *, durability: Durability = "normal", busy_timeout: float = 5.0) -> None:
         if durability not in _SYNCHRONOUS:
             raise UserError(f"durability must be 'normal' or 'full', not {durability!r}")
         self.path = str(path)
@@ -59,9 +57,7 @@ class SQLiteStore:
         self._guard = threading.Lock()
         with self._translated("open"):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
-                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
+            self._conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         try:
             with self._translated("open"):
                 self._configure(busy_timeout)
@@ -114,9 +110,7 @@ class SQLiteStore:
     async def load(self, run_id: str) -> list[Event]:
         """Every committed event of the run, in order ([] if unknown)."""
         with self._read(f"load run {run_id!r}") as conn:
-            rows = conn.execute(
-                "SELECT seq, body FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
-            ).fetchall()
+            rows = conn.execute("SELECT seq, body FROM events WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
         return [decode_event(run_id, seq, body) for seq, body in rows]
 
     async def get(self, run_id: str) -> RunInfo | None:
@@ -130,8 +124,7 @@ class SQLiteStore:
         where, params = ("WHERE status = ?", (status, limit)) if status else ("", (limit,))
         with self._read("list runs") as conn:
             rows = conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs {where} "
-                "ORDER BY updated_at DESC, run_id LIMIT ?",
+                f"SELECT {_RUN_COLUMNS} FROM runs {where} ORDER BY updated_at DESC, run_id LIMIT ?",
                 params,
             ).fetchall()
         return [RunInfo(*row) for row in rows]
