@@ -97,8 +97,9 @@ class Reply:
     event_delay: float = 0.0
 
     @classmethod
-    def error(cls, status: int, message: str = "fake error", *, kind: str = "api_error",
-              headers: dict[str, str] | None = None) -> Reply:
+    def error(
+        cls, status: int, message: str = "fake error", *, kind: str = "api_error", headers: dict[str, str] | None = None
+    ) -> Reply:
         """An error in the shape both OpenAI and Anthropic clients read (``error.message``)."""
         body = {"type": "error", "error": {"type": kind, "message": message}}
         return cls(status, body, headers=dict(headers or {}))
@@ -177,11 +178,12 @@ def openai_json(t: Turn) -> dict[str, Any]:
             for cid, name, args in t.tool_calls
         ]
     return {
-        "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": t.model,
-        "choices": [{"index": 0, "message": message,
-                     "finish_reason": "tool_calls" if t.tool_calls else "stop"}],
-        "usage": {"prompt_tokens": t.usage[0], "completion_tokens": t.usage[1],
-                  "total_tokens": sum(t.usage)},
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": t.model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if t.tool_calls else "stop"}],
+        "usage": {"prompt_tokens": t.usage[0], "completion_tokens": t.usage[1], "total_tokens": sum(t.usage)},
     }
 
 
@@ -189,21 +191,31 @@ def openai_events(t: Turn) -> list[SSEItem]:
     """The chat-completion chunks of a streamed turn, ending with ``[DONE]``."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": t.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": t.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
     events: list[SSEItem] = [chunk({"role": "assistant", "content": ""})]
     events += [chunk({"content": p}) for p in _pieces(t.text, t.chunk)]
     for i, (cid, name, args) in enumerate(t.tool_calls):
         first = {"index": i, "id": cid, "type": "function", "function": {"name": name, "arguments": ""}}
         events.append(chunk({"tool_calls": [first]}))
-        events += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
-                   for p in _pieces(args, t.chunk)]
+        events += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in _pieces(args, t.chunk)]
     events.append(chunk({}, "tool_calls" if t.tool_calls else "stop"))
-    events.append({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-                   "model": t.model, "choices": [],
-                   "usage": {"prompt_tokens": t.usage[0], "completion_tokens": t.usage[1],
-                             "total_tokens": sum(t.usage)}})
+    events.append(
+        {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": t.model,
+            "choices": [],
+            "usage": {"prompt_tokens": t.usage[0], "completion_tokens": t.usage[1], "total_tokens": sum(t.usage)},
+        }
+    )
     events.append("[DONE]")
     return events
 
@@ -213,11 +225,17 @@ def openai_events(t: Turn) -> list[SSEItem]:
 
 def anthropic_json(t: Turn) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": t.text}] if t.text else []
-    content += [{"type": "tool_use", "id": cid, "name": name, "input": _object(args)}
-                for cid, name, args in t.tool_calls]
+    content += [
+        {"type": "tool_use", "id": cid, "name": name, "input": _object(args)} for cid, name, args in t.tool_calls
+    ]
     return {
-        "id": "msg_fake", "type": "message", "role": "assistant", "model": t.model, "content": content,
-        "stop_reason": "tool_use" if t.tool_calls else "end_turn", "stop_sequence": None,
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": t.model,
+        "content": content,
+        "stop_reason": "tool_use" if t.tool_calls else "end_turn",
+        "stop_sequence": None,
         "usage": {"input_tokens": t.usage[0], "output_tokens": t.usage[1]},
     }
 
@@ -232,31 +250,58 @@ def _object(args: str) -> Any:
 
 def anthropic_events(t: Turn) -> list[SSEItem]:
     """The Messages stream of a turn: message_start ... message_stop."""
-    start = {"type": "message_start", "message": {
-        "id": "msg_fake", "type": "message", "role": "assistant", "model": t.model, "content": [],
-        "stop_reason": None, "usage": {"input_tokens": t.usage[0], "output_tokens": 1}}}
+    start = {
+        "type": "message_start",
+        "message": {
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": t.model,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": t.usage[0], "output_tokens": 1},
+        },
+    }
     events: list[SSEItem] = [("message_start", start), ("ping", {"type": "ping"})]
     index = 0
     if t.text:
-        events.append(("content_block_start", {"type": "content_block_start", "index": 0,
-                                               "content_block": {"type": "text", "text": ""}}))
-        events += [("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                            "delta": {"type": "text_delta", "text": p}})
-                   for p in _pieces(t.text, t.chunk)]
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            )
+        )
+        events += [
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}},
+            )
+            for p in _pieces(t.text, t.chunk)
+        ]
         events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
         index = 1
     for i, (cid, name, args) in enumerate(t.tool_calls, start=index):
         block = {"type": "tool_use", "id": cid, "name": name, "input": {}}
-        events.append(("content_block_start", {"type": "content_block_start", "index": i,
-                                               "content_block": block}))
-        events += [("content_block_delta", {"type": "content_block_delta", "index": i,
-                                            "delta": {"type": "input_json_delta", "partial_json": p}})
-                   for p in _pieces(args, t.chunk)]
+        events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": block}))
+        events += [
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": p}},
+            )
+            for p in _pieces(args, t.chunk)
+        ]
         events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
     stop = "tool_use" if t.tool_calls else "end_turn"
-    events.append(("message_delta", {"type": "message_delta",
-                                     "delta": {"stop_reason": stop, "stop_sequence": None},
-                                     "usage": {"output_tokens": t.usage[1]}}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": t.usage[1]},
+            },
+        )
+    )
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 
@@ -273,7 +318,8 @@ def render(t: Turn, request: Request) -> Reply:
     if t.error_after is not None:
         error: SSEItem = (
             ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
-            if anthropic else {"error": {"message": "The server is overloaded", "type": "server_error"}}
+            if anthropic
+            else {"error": {"message": "The server is overloaded", "type": "server_error"}}
         )
         events = [*events[: t.error_after], error]
     return Reply.sse(events, reset_after=t.reset_after, close_after=t.close_after)
@@ -431,9 +477,17 @@ class FakeServer:
         reason = HTTPStatus(reply.status).phrase if reply.status in HTTPStatus._value2member_map_ else "Status"
         head = [f"HTTP/1.1 {reply.status} {reason}"]
         if reply.events is None:
-            body = reply.body if isinstance(reply.body, bytes) else (
-                b"" if reply.body is None else
-                reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body).encode())
+            body = (
+                reply.body
+                if isinstance(reply.body, bytes)
+                else (
+                    b""
+                    if reply.body is None
+                    else reply.body.encode()
+                    if isinstance(reply.body, str)
+                    else json.dumps(reply.body).encode()
+                )
+            )
             head += ["content-type: application/json", f"content-length: {len(body)}"]
             head += [f"{k}: {v}" for k, v in reply.headers.items()]
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)

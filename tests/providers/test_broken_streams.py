@@ -52,16 +52,14 @@ class Ledger:
 
 
 def trial_script(rng: random.Random, i: int) -> tuple[Turn, list[tuple[str, str]]]:
-    memo = "".join(rng.choice("abcdefghij \"\\✓") for _ in range(rng.randrange(5, 60)))
+    memo = "".join(rng.choice('abcdefghij "\\✓') for _ in range(rng.randrange(5, 60)))
     args = [(f"acct-{i}-{n}", memo + str(n)) for n in range(rng.choice([1, 2]))]
     calls = [(f"call_{i}_{n}", "transfer", {"account": a, "memo": m}) for n, (a, m) in enumerate(args)]
     text = rng.choice(["", "Let me move the money."])
     return turn(text, calls, chunk=rng.choice([1, 3, 7])), args
 
 
-async def test_two_hundred_random_stream_breaks_never_run_a_partial_tool_call(
-    make: Make, server: FakeServer
-) -> None:
+async def test_two_hundred_random_stream_breaks_never_run_a_partial_tool_call(make: Make, server: FakeServer) -> None:
     rng = random.Random(20260401)
     providers = {shape: make(shape) for shape in ("openai", "anthropic")}
     for i in range(200):
@@ -138,8 +136,13 @@ async def test_malformed_calls_become_notes_and_never_run(
     ledger = Ledger()
     bad_json = '{"account": "a", "memo": '
     server.push(
-        turn(tool_calls=[("c1", "transfer", bad_json), ("c2", "wire_money", {"to": "x"}),
-                         ("c3", "transfer", {"account": "a"})]),
+        turn(
+            tool_calls=[
+                ("c1", "transfer", bad_json),
+                ("c2", "wire_money", {"to": "x"}),
+                ("c3", "transfer", {"account": "a"}),
+            ]
+        ),
         turn("I will stop."),
     )
     agent = Agent(make(flavor[0], stream=flavor[1]), [ledger.tool])
@@ -153,9 +156,19 @@ async def test_malformed_calls_become_notes_and_never_run(
 
 async def test_a_call_missing_its_name_and_id_becomes_a_note(make: Make, server: FakeServer) -> None:
     ledger = Ledger()
-    body = {"choices": [{"index": 0, "finish_reason": "tool_calls",
-                         "message": {"role": "assistant", "content": None,
-                                     "tool_calls": [{"type": "function", "function": {"arguments": "{}"}}]}}]}
+    body = {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"type": "function", "function": {"arguments": "{}"}}],
+                },
+            }
+        ]
+    }
     server.push(Reply(200, body), turn("ok"))
     result = await Agent(make(stream=False), [ledger.tool]).run("pay")
     assert result.status == "finished" and ledger.calls == []
@@ -208,7 +221,7 @@ async def test_a_reply_over_the_size_cap_is_refused_not_retried(
 ) -> None:
     server.push(Turn("y" * (2 * 1024 * 1024), chunk=64 * 1024))
     provider: HTTPPolicy = make(stream=streaming, max_response_bytes=1024 * 1024)
-    with pytest.raises(ProviderError, match="cap|exceeded") as info:
+    with pytest.raises(ProviderError, match=r"cap|exceeded") as info:
         await provider.decide(CONTEXT, ())
     assert not info.value.retryable and len(server.requests) == 1
 
@@ -227,7 +240,5 @@ async def test_tool_call_fragments_without_index_are_assembled_by_id(make: Make,
     ]
     server.push(Reply.sse(events))
     reply = await make().decide(CONTEXT, ())
-    assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [
-        ("a", "look", '{"q": "x"}'), ("b", "look", "{}")
-    ]
+    assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [("a", "look", '{"q": "x"}'), ("b", "look", "{}")]
     assert json.loads(reply.tool_calls[0].arguments) == {"q": "x"}

@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from tether import Action, Agent, Message, ProviderError, tool
+from tether import Agent, Message, ProviderError, tool
 from tether.context import Context
 from tether.testing import block_model_requests
 
@@ -29,15 +29,27 @@ def window(attempt: int) -> tuple[float, float]:
 @pytest.mark.parametrize(
     ("status", "headers", "expected"),
     [
-        (408, {}, None), (409, {}, None), (429, {"retry-after": "1"}, [1.0, 1.0]),
-        (429, {"retry-after-ms": "500"}, [0.5, 0.5]), (429, {}, None), (500, {}, None),
-        (502, {}, None), (503, {}, None), (504, {}, None), (529, {}, None),
+        (408, {}, None),
+        (409, {}, None),
+        (429, {"retry-after": "1"}, [1.0, 1.0]),
+        (429, {"retry-after-ms": "500"}, [0.5, 0.5]),
+        (429, {}, None),
+        (500, {}, None),
+        (502, {}, None),
+        (503, {}, None),
+        (504, {}, None),
+        (529, {}, None),
         (400, {"x-should-retry": "true"}, None),
     ],
 )
 async def test_transient_statuses_are_retried_until_attempts_run_out(
-    make: Make, server: FakeServer, sleeps: Sleeps, status: int, headers: dict[str, str],
-    expected: list[float] | None, flavor: tuple[str, bool],
+    make: Make,
+    server: FakeServer,
+    sleeps: Sleeps,
+    status: int,
+    headers: dict[str, str],
+    expected: list[float] | None,
+    flavor: tuple[str, bool],
 ) -> None:
     server.handler = lambda request: Reply.error(status, "busy", headers=headers)
     provider = make(flavor[0], stream=flavor[1])
@@ -60,7 +72,11 @@ async def test_transient_statuses_are_retried_until_attempts_run_out(
     [(400, {}), (401, {}), (403, {}), (404, {}), (422, {}), (500, {"x-should-retry": "false"})],
 )
 async def test_permanent_failures_are_not_retried(
-    make: Make, server: FakeServer, sleeps: Sleeps, status: int, headers: dict[str, str],
+    make: Make,
+    server: FakeServer,
+    sleeps: Sleeps,
+    status: int,
+    headers: dict[str, str],
     flavor: tuple[str, bool],
 ) -> None:
     server.handler = lambda request: Reply.error(status, "no", headers=headers)

@@ -26,7 +26,7 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
@@ -144,9 +144,7 @@ class HTTPPolicy:
             return api_key
         key = os.environ.get(api_key_env or self.key_env) or None
         if key is None and (api_key_env or self.base_url == self.default_base_url):
-            raise UserError(
-                f"{self.label} needs an API key: pass api_key=... or set {api_key_env or self.key_env}"
-            )
+            raise UserError(f"{self.label} needs an API key: pass api_key=... or set {api_key_env or self.key_env}")
         return key
 
     # -- what a subclass provides -----------------------------------------
@@ -242,28 +240,37 @@ class HTTPPolicy:
             raise _transport_failure(exc) from exc
         text = raw.decode("utf-8", "replace")
         if not response.is_success:
-            raise AttemptFailed(_http_detail(response.status_code, text),
-                                status=response.status_code, headers=response.headers, body=text)
+            raise AttemptFailed(
+                _http_detail(response.status_code, text),
+                status=response.status_code,
+                headers=response.headers,
+                body=text,
+            )
         try:
             data = json.loads(raw)
         except ValueError:
             raise AttemptFailed(f"the reply is not JSON: {text[:_EXCERPT]!r}", body=text, retryable=False) from None
         return self.parse(data, text)
 
-    async def _streamed(self, body: bytes, headers: dict[str, str]) -> AsyncIterator[str | Message]:
+    async def _streamed(self, body: bytes, headers: dict[str, str]) -> AsyncGenerator[str | Message, None]:
         reader = self.reader()
         try:
             async with self._http().stream("POST", self.url, content=body, headers=headers) as response:
                 if not response.is_success:
                     text = (await self._read(response)).decode("utf-8", "replace")
-                    raise AttemptFailed(_http_detail(response.status_code, text),
-                                        status=response.status_code, headers=response.headers, body=text)
+                    raise AttemptFailed(
+                        _http_detail(response.status_code, text),
+                        status=response.status_code,
+                        headers=response.headers,
+                        body=text,
+                    )
                 decoder, size = SSEDecoder(), 0
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
                     if size > self.max_response_bytes:
-                        raise AttemptFailed(f"the reply stream exceeded {self.max_response_bytes} bytes",
-                                            retryable=False)
+                        raise AttemptFailed(
+                            f"the reply stream exceeded {self.max_response_bytes} bytes", retryable=False
+                        )
                     for event in decoder.feed(chunk):
                         if (piece := reader.feed(event)) is not None:
                             yield piece
@@ -298,8 +305,12 @@ class HTTPPolicy:
             return None
         status = None if failure.retryable else failure.status  # explicit True: retry like a lost connection
         return retry_delay(
-            status, failure.headers, attempt,
-            max_retries=self.max_retries, max_wait=self.max_retry_wait, body=failure.body,
+            status,
+            failure.headers,
+            attempt,
+            max_retries=self.max_retries,
+            max_wait=self.max_retry_wait,
+            body=failure.body,
         )
 
     def _error(self, failure: AttemptFailed, attempts: int) -> ProviderError:

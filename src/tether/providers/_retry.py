@@ -8,7 +8,7 @@ the way provider documentation says clients should:
 * ``x-should-retry: true`` / ``false`` from the server overrides that;
 * a 429 that says the account is out of money or over its spend limit is not
   retried: waiting will not help;
-* wait ``0.5 s × 2ⁿ`` (capped at 8 s) minus up to 25 % jitter, unless the
+* wait ``0.5 s * 2**n`` (capped at 8 s) minus up to 25 % jitter, unless the
   server says how long (``retry-after-ms``, then ``retry-after`` in seconds or
   as an HTTP date) and that is at most ``max_wait``; a server that asks for
   more than ``max_wait`` gets no retry at all (fail fast, never sleep an hour).
@@ -77,7 +77,7 @@ def server_delay(headers: Mapping[str, str], now: float | None = None) -> float 
 
 
 def backoff(attempt: int, jitter: float | None = None) -> float:
-    """``0.5 × 2^attempt`` seconds capped at 8, shortened by ``jitter`` (0..0.25) of itself."""
+    """``0.5 * 2**attempt`` seconds capped at 8, shortened by ``jitter`` (0..0.25) of itself."""
     if jitter is None:
         jitter = random.uniform(0.0, 0.25)
     return min(INITIAL_DELAY * 2.0**attempt, MAX_DELAY) * (1.0 - jitter)

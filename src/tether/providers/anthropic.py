@@ -84,10 +84,20 @@ class Anthropic(HTTPPolicy):
         sleep: Sleep | None = None,
     ) -> None:
         super().__init__(
-            model, base_url=base_url, api_key=api_key, api_key_env=api_key_env, stream=stream,
-            max_retries=max_retries, timeout=timeout, max_retry_wait=max_retry_wait,
-            max_response_bytes=max_response_bytes, extra_body=extra_body,
-            extra_headers=extra_headers, http_client=http_client, transport=transport, sleep=sleep,
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            stream=stream,
+            max_retries=max_retries,
+            timeout=timeout,
+            max_retry_wait=max_retry_wait,
+            max_response_bytes=max_response_bytes,
+            extra_body=extra_body,
+            extra_headers=extra_headers,
+            http_client=http_client,
+            transport=transport,
+            sleep=sleep,
         )
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -152,8 +162,9 @@ class Anthropic(HTTPPolicy):
     def parse(self, data: Any, text: str) -> Message:
         blocks = data.get("content") if isinstance(data, dict) else None
         if not isinstance(blocks, list):
-            raise AttemptFailed(f"the reply has no 'content' list: {excerpt(error_message(text))!r}",
-                                body=text, retryable=False)
+            raise AttemptFailed(
+                f"the reply has no 'content' list: {excerpt(error_message(text))!r}", body=text, retryable=False
+            )
         parts: list[str] = []
         calls: list[ToolCall] = []
         for block in blocks:
@@ -164,8 +175,12 @@ class Anthropic(HTTPPolicy):
             elif block.get("type") == "tool_use":
                 calls.append(_tool_call(block.get("id"), block.get("name"), block.get("input", {})))
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        return Message("assistant", "".join(parts), tuple(calls),
-                       usage=Usage(_input_tokens(usage), _int(usage.get("output_tokens")), 1))
+        return Message(
+            "assistant",
+            "".join(parts),
+            tuple(calls),
+            usage=Usage(_input_tokens(usage), _int(usage.get("output_tokens")), 1),
+        )
 
     def reader(self) -> _StreamReader:
         return _StreamReader()
@@ -187,16 +202,20 @@ def to_anthropic(context: Context) -> tuple[str, list[dict[str, Any]]]:
             if m.is_error:
                 block["is_error"] = True
             last = out[-1] if out else None
-            if last is not None and last["role"] == "user" and isinstance(last["content"], list) \
-                    and last["content"] and last["content"][-1].get("type") == "tool_result":
+            if (
+                last is not None
+                and last["role"] == "user"
+                and isinstance(last["content"], list)
+                and last["content"]
+                and last["content"][-1].get("type") == "tool_result"
+            ):
                 last["content"].append(block)  # parallel results answer in one message
             else:
                 out.append({"role": "user", "content": [block]})
         elif m.role == "assistant" and m.tool_calls:
             content: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
             content += [
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": _input(c.arguments)}
-                for c in m.tool_calls
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": _input(c.arguments)} for c in m.tool_calls
             ]
             out.append({"role": "assistant", "content": content})
         else:
@@ -218,8 +237,9 @@ class _StreamReader:
         try:
             data = json.loads(event.data)
         except ValueError:
-            raise AttemptFailed(f"the stream sent an event that is not JSON: {excerpt(event.data)!r}",
-                                body=event.data) from None
+            raise AttemptFailed(
+                f"the stream sent an event that is not JSON: {excerpt(event.data)!r}", body=event.data
+            ) from None
         if not isinstance(data, dict):
             return None
         kind = data.get("type") or event.event
@@ -241,10 +261,12 @@ class _StreamReader:
         elif kind == "message_stop":
             self.complete = True
         elif kind == "error":
-            error = data.get("error") if isinstance(data.get("error"), dict) else {}
+            raw = data.get("error")
+            error: dict[str, Any] = raw if isinstance(raw, dict) else {}
             transient = error.get("type") in _TRANSIENT and "spend_limit" not in event.data
-            raise AttemptFailed(f"the stream reported an error: {error_message(event.data)}",
-                                body=event.data, retryable=transient)
+            raise AttemptFailed(
+                f"the stream reported an error: {error_message(event.data)}", body=event.data, retryable=transient
+            )
         return None
 
     def _delta(self, data: dict[str, Any]) -> str | None:
@@ -279,8 +301,11 @@ class _StreamReader:
 def _tool_call(call_id: Any, name: Any, arguments: Any) -> ToolCall:
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
-    return ToolCall(call_id if isinstance(call_id, str) and call_id else new_call_id(),
-                    name if isinstance(name, str) else "", arguments)
+    return ToolCall(
+        call_id if isinstance(call_id, str) and call_id else new_call_id(),
+        name if isinstance(name, str) else "",
+        arguments,
+    )
 
 
 def _input(arguments: str) -> dict[str, Any]:
@@ -294,8 +319,11 @@ def _input(arguments: str) -> dict[str, Any]:
 
 def _input_tokens(usage: dict[str, Any]) -> int:
     # Anthropic counts cached prompt tokens apart; tether's Usage counts them all as input.
-    return (_int(usage.get("input_tokens")) + _int(usage.get("cache_creation_input_tokens"))
-            + _int(usage.get("cache_read_input_tokens")))
+    return (
+        _int(usage.get("input_tokens"))
+        + _int(usage.get("cache_creation_input_tokens"))
+        + _int(usage.get("cache_read_input_tokens"))
+    )
 
 
 def _int(value: Any) -> int:

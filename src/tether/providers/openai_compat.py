@@ -83,10 +83,20 @@ class OpenAICompatible(HTTPPolicy):
         sleep: Sleep | None = None,
     ) -> None:
         super().__init__(
-            model, base_url=base_url, api_key=api_key, api_key_env=api_key_env, stream=stream,
-            max_retries=max_retries, timeout=timeout, max_retry_wait=max_retry_wait,
-            max_response_bytes=max_response_bytes, extra_body=extra_body,
-            extra_headers=extra_headers, http_client=http_client, transport=transport, sleep=sleep,
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            stream=stream,
+            max_retries=max_retries,
+            timeout=timeout,
+            max_retry_wait=max_retry_wait,
+            max_response_bytes=max_response_bytes,
+            extra_body=extra_body,
+            extra_headers=extra_headers,
+            http_client=http_client,
+            transport=transport,
+            sleep=sleep,
         )
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -133,8 +143,7 @@ class OpenAICompatible(HTTPPolicy):
         if cached is not None and cached[0] is tools:
             return cached[1]
         defs = [
-            {"type": "function", "function": {"name": t.name, "description": t.description,
-                                              "parameters": t.parameters}}
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
             for t in tools
         ]
         self._tools_cache = (tools, defs)
@@ -143,16 +152,19 @@ class OpenAICompatible(HTTPPolicy):
     def parse(self, data: Any, text: str) -> Message:
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise AttemptFailed(f"the reply has no 'choices': {excerpt(error_message(text))!r}",
-                                body=text, retryable=False)
+            raise AttemptFailed(
+                f"the reply has no 'choices': {excerpt(error_message(text))!r}", body=text, retryable=False
+            )
         message = choices[0].get("message")
         if not isinstance(message, dict):
-            raise AttemptFailed(f"the reply's first choice has no 'message': {excerpt(text)!r}",
-                                body=text, retryable=False)
+            raise AttemptFailed(
+                f"the reply's first choice has no 'message': {excerpt(text)!r}", body=text, retryable=False
+            )
         calls = message.get("tool_calls") or []
         if not isinstance(calls, list):
-            raise AttemptFailed(f"the reply's 'tool_calls' is not a list: {excerpt(text)!r}",
-                                body=text, retryable=False)
+            raise AttemptFailed(
+                f"the reply's 'tool_calls' is not a list: {excerpt(text)!r}", body=text, retryable=False
+            )
         return Message(
             "assistant",
             _text(message.get("content")),
@@ -180,13 +192,13 @@ class _StreamReader:
         try:
             chunk = json.loads(event.data)
         except ValueError:
-            raise AttemptFailed(f"the stream sent an event that is not JSON: {excerpt(event.data)!r}",
-                                body=event.data) from None
+            raise AttemptFailed(
+                f"the stream sent an event that is not JSON: {excerpt(event.data)!r}", body=event.data
+            ) from None
         if not isinstance(chunk, dict):
             return None
         if event.event == "error" or "error" in chunk:
-            raise AttemptFailed(f"the stream reported an error: {error_message(event.data)}",
-                                body=event.data)
+            raise AttemptFailed(f"the stream reported an error: {error_message(event.data)}", body=event.data)
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         choices = chunk.get("choices")
@@ -235,7 +247,8 @@ def _tool_call(data: Any) -> ToolCall:
     """A tool call from a reply, kept as the model wrote it (the loop reports mistakes)."""
     if not isinstance(data, dict):
         return ToolCall(new_call_id(), "", json.dumps(data, ensure_ascii=False))
-    function = data.get("function") if isinstance(data.get("function"), dict) else {}
+    raw = data.get("function")
+    function: dict[str, Any] = raw if isinstance(raw, dict) else {}
     name = function.get("name")
     arguments = function.get("arguments")
     if arguments is None:
@@ -243,8 +256,11 @@ def _tool_call(data: Any) -> ToolCall:
     elif not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
     call_id = data.get("id")
-    return ToolCall(call_id if isinstance(call_id, str) and call_id else new_call_id(),
-                    name if isinstance(name, str) else "", arguments)
+    return ToolCall(
+        call_id if isinstance(call_id, str) and call_id else new_call_id(),
+        name if isinstance(name, str) else "",
+        arguments,
+    )
 
 
 def _text(content: Any) -> str:
