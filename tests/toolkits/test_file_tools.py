@@ -107,9 +107,7 @@ def test_schemas(tools: dict[str, Tool]) -> None:
     )
 
 
-async def test_read_file_returns_text_and_pages_long_files(
-    tools: dict[str, Tool], workspace: Path
-) -> None:
+async def test_read_file_returns_text_and_pages_long_files(tools: dict[str, Tool], workspace: Path) -> None:
     assert await call(tools["read_file"], path="hello.txt") == "hello\nworld\n"
     (workspace / "long.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     page = await call(tools["read_file"], path="long.txt", start_line=3, max_lines=2)
@@ -122,9 +120,7 @@ line 4
     assert await call(tools["read_file"], path="long.txt", start_line=10) == "line 10\n"
 
 
-async def test_read_file_describes_binary_instead_of_dumping_it(
-    tools: dict[str, Tool], workspace: Path
-) -> None:
+async def test_read_file_describes_binary_instead_of_dumping_it(tools: dict[str, Tool], workspace: Path) -> None:
     (workspace / "blob.bin").write_bytes(bytes(range(256)) * 4)
     assert await call(tools["read_file"], path="blob.bin") == "<binary file, 1024 bytes>"
 
@@ -147,17 +143,13 @@ async def test_read_file_refuses_outside_paths_and_hidden_state(
             await call(tools["read_file"], path=path)
 
 
-async def test_write_file_creates_replaces_and_is_idempotent(
-    tools: dict[str, Tool], workspace: Path
-) -> None:
+async def test_write_file_creates_replaces_and_is_idempotent(tools: dict[str, Tool], workspace: Path) -> None:
     write = tools["write_file"]
     assert await call(write, path="notes/a.md", content="# A\n") == "created 'notes/a.md' (4 bytes)"
     assert await call(write, path="notes/a.md", content="# A\n") == (
         "unchanged: 'notes/a.md' already has this content (4 bytes)"
     )
-    assert (
-        await call(write, path="notes/a.md", content="# B\n") == "replaced 'notes/a.md' (4 bytes)"
-    )
+    assert await call(write, path="notes/a.md", content="# B\n") == "replaced 'notes/a.md' (4 bytes)"
     assert (workspace / "notes/a.md").read_text() == "# B\n"
 
 
@@ -172,17 +164,13 @@ async def test_write_file_refuses_git_tether_and_escapes(
     assert sorted(p.name for p in outside.iterdir()) == ["id_rsa"]
 
 
-async def test_edit_file_replaces_exactly_one_snippet(
-    tools: dict[str, Tool], workspace: Path
-) -> None:
+async def test_edit_file_replaces_exactly_one_snippet(tools: dict[str, Tool], workspace: Path) -> None:
     reply = await call(tools["edit_file"], path="hello.txt", old="world", new="there")
     assert reply == "edited 'hello.txt': replaced 1 occurrence at line 2"
     assert (workspace / "hello.txt").read_text() == "hello\nthere\n"
 
 
-async def test_edit_file_fails_clearly_when_absent_or_ambiguous(
-    tools: dict[str, Tool], workspace: Path
-) -> None:
+async def test_edit_file_fails_clearly_when_absent_or_ambiguous(tools: dict[str, Tool], workspace: Path) -> None:
     (workspace / "dup.txt").write_text("a = 1\na = 1\n")
     with pytest.raises(ValueError, match=r"snippet not found in 'hello\.txt'"):
         await call(tools["edit_file"], path="hello.txt", old="nope", new="x")
@@ -191,9 +179,7 @@ async def test_edit_file_fails_clearly_when_absent_or_ambiguous(
     assert (workspace / "dup.txt").read_text() == "a = 1\na = 1\n"
 
 
-async def test_edit_file_retry_after_success_changes_nothing(
-    tools: dict[str, Tool], workspace: Path
-) -> None:
+async def test_edit_file_retry_after_success_changes_nothing(tools: dict[str, Tool], workspace: Path) -> None:
     """A crash after the edit and a re-run must not apply it twice, even when new contains old."""
     edit = tools["edit_file"]
     args = {"path": "hello.txt", "old": "world\n", "new": "world\nagain\n"}

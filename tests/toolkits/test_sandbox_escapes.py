@@ -39,9 +39,7 @@ async def test_workspace_and_dev_null_are_writable_the_rest_is_not(
 
 
 async def test_no_capabilities_no_new_privileges_not_root(sandbox: Sandbox) -> None:
-    code, out = await sh(
-        sandbox, "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status; id -u"
-    )
+    code, out = await sh(sandbox, "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status; id -u")
     assert code == 0, out
     fields = dict(line.split(":\t") for line in out.splitlines()[:-1])
     assert fields == {
@@ -56,8 +54,7 @@ async def test_no_capabilities_no_new_privileges_not_root(sandbox: Sandbox) -> N
 async def test_remounting_read_write_fails(sandbox: Sandbox) -> None:
     """The escape bwrap-as-root allows when capabilities are kept (RELIABILITY.md section 0)."""
     script = (
-        "mount -o remount,rw / ; mount -o remount,bind,rw /usr ; mount -t tmpfs none /usr ; "
-        "echo pwned > /usr/canary"
+        "mount -o remount,rw / ; mount -o remount,bind,rw /usr ; mount -t tmpfs none /usr ; echo pwned > /usr/canary"
     )
     code, out = await sh(sandbox, script)
     assert code != 0, out
@@ -65,9 +62,7 @@ async def test_remounting_read_write_fails(sandbox: Sandbox) -> None:
 
 
 async def test_new_user_namespace_cannot_regain_capabilities(sandbox: Sandbox) -> None:
-    code, out = await sh(
-        sandbox, "unshare -U -r sh -c 'mount -o remount,rw /usr && touch /usr/canary'"
-    )
+    code, out = await sh(sandbox, "unshare -U -r sh -c 'mount -o remount,rw /usr && touch /usr/canary'")
     assert code != 0, out
     assert not os.path.exists("/usr/canary")
 
@@ -81,8 +76,7 @@ async def test_kernel_settings_in_proc_are_read_only(sandbox: Sandbox) -> None:
     assert Path("/proc/sys/fs/lease-break-time").read_text() == before
     code, out = await sh(
         sandbox,
-        "find /proc -xdev -maxdepth 4 -writable 2>/dev/null "
-        "| grep -Ev '^/proc/([0-9]+|self|thread-self)(/|$)' || true",
+        "find /proc -xdev -maxdepth 4 -writable 2>/dev/null | grep -Ev '^/proc/([0-9]+|self|thread-self)(/|$)' || true",
     )
     assert out == "", out
 
@@ -109,9 +103,7 @@ async def test_host_processes_are_invisible_and_unkillable(sandbox: Sandbox) -> 
         canary.wait()
 
 
-async def test_secrets_outside_the_workspace_are_not_visible(
-    sandbox: Sandbox, outside: Path, workspace: Path
-) -> None:
+async def test_secrets_outside_the_workspace_are_not_visible(sandbox: Sandbox, outside: Path, workspace: Path) -> None:
     shadow = Path("/etc/shadow").read_text().splitlines()[0]
     _, out = await sh(
         sandbox,
@@ -126,9 +118,7 @@ async def test_secrets_outside_the_workspace_are_not_visible(
     assert out == "hello\nworld\n"
 
 
-async def test_git_and_tether_cannot_be_changed_or_replaced(
-    sandbox: Sandbox, workspace: Path
-) -> None:
+async def test_git_and_tether_cannot_be_changed_or_replaced(sandbox: Sandbox, workspace: Path) -> None:
     attacks = [
         "echo pwned > .git/config",
         "mkdir -p .git/hooks && echo pwned > .git/hooks/post-checkout",
@@ -147,9 +137,7 @@ async def test_git_and_tether_cannot_be_changed_or_replaced(
     assert sorted(p.name for p in workspace.iterdir()) == [".git", ".tether", "hello.txt"]
 
 
-async def test_symlinks_planted_in_the_workspace_lead_nowhere(
-    sandbox: Sandbox, workspace: Path, outside: Path
-) -> None:
+async def test_symlinks_planted_in_the_workspace_lead_nowhere(sandbox: Sandbox, workspace: Path, outside: Path) -> None:
     code, out = await sh(sandbox, f"ln -s {outside} out && ln -s / root && echo pwned > out/new")
     assert code != 0, out
     code, out = await sh(sandbox, "cat out/id_rsa; echo pwned > root/canary")
@@ -184,9 +172,7 @@ async def test_network_opt_in_reaches_the_canary(workspace: Path, canary_server:
 PYTHON_ESCAPES = {
     "ctypes_system": "import ctypes\nctypes.CDLL(None).system(b'{cmd}')",
     "os_system": "import os\nos.system('{cmd}')",
-    "importlib_subprocess": (
-        "import importlib\nimportlib.import_module('subprocess').run('{cmd}', shell=True)"
-    ),
+    "importlib_subprocess": ("import importlib\nimportlib.import_module('subprocess').run('{cmd}', shell=True)"),
     "subclasses_walk": (
         "for c in ().__class__.__base__.__subclasses__():\n"
         "    if c.__name__ == '_wrap_close':\n"
@@ -230,9 +216,7 @@ async def test_python_payloads_really_execute(workspace: Path) -> None:
         assert (workspace / f"ran-{name}").read_text() == "ran\n", (name, result)
 
 
-async def test_environment_is_scrubbed(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, canary_server: Canary
-) -> None:
+async def test_environment_is_scrubbed(workspace: Path, monkeypatch: pytest.MonkeyPatch, canary_server: Canary) -> None:
     canaries = {
         "OPENAI_API_KEY": "canary-openai-1111",
         "ANTHROPIC_API_KEY": "canary-anthropic-2222",
@@ -254,9 +238,7 @@ async def test_environment_is_scrubbed(
         "_",
     }
     # Every process in the sandbox, bwrap's own init included.
-    result = await Sandbox(str(workspace)).run(
-        ["bash", "-c", "env; cat /proc/[0-9]*/environ | tr '\\0' '\\n'"]
-    )
+    result = await Sandbox(str(workspace)).run(["bash", "-c", "env; cat /proc/[0-9]*/environ | tr '\\0' '\\n'"])
     out = result.stdout.decode()
     assert "PATH=" in out
     assert [v for v in canaries.values() if v in out] == []

@@ -67,9 +67,7 @@ def test_empty_and_nul_paths_are_refused(workspace: Path) -> None:
             Workspace(str(workspace)).relative(path)
 
 
-def test_swapping_a_directory_for_a_symlink_after_the_check_is_caught(
-    workspace: Path, outside: Path
-) -> None:
+def test_swapping_a_directory_for_a_symlink_after_the_check_is_caught(workspace: Path, outside: Path) -> None:
     """The open walks the resolved path with O_NOFOLLOW, so a swap after resolving fails."""
     (workspace / "sub").mkdir()
     ws = Workspace(str(workspace))
@@ -105,9 +103,7 @@ _segments = st.sampled_from(["..", ".", "a", "b", "out", "in", "/", "", "hello.t
 
 @settings(max_examples=300, deadline=None)
 @given(parts=st.lists(_segments, max_size=6))
-def test_no_path_resolves_outside_the_workspace(
-    tmp_path_factory: pytest.TempPathFactory, parts: list[str]
-) -> None:
+def test_no_path_resolves_outside_the_workspace(tmp_path_factory: pytest.TempPathFactory, parts: list[str]) -> None:
     root = tmp_path_factory.getbasetemp() / "prop"
     if not root.exists():
         (root / "ws" / "a").mkdir(parents=True)

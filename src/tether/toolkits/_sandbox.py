@@ -201,23 +201,30 @@ class Sandbox:
                 raise SandboxUnavailable(probe)
             prefix = _bwrap_argv(probe, self)
         cgroup = _Cgroup.create(limits)
-        command = [*cgroup.join_prefix(), *_prlimit_argv(limits), *prefix, *argv]
+        # Only this process holds the write end; its death (even kill -9) closes it.
+        alive_r, alive_w = os.pipe()
         try:
+            command = [*_launcher_argv(cgroup, alive_r), *_prlimit_argv(limits), *prefix, *argv]
             proc = await asyncio.create_subprocess_exec(
                 *command,
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self.workspace,
-                env=_scrubbed_env(self.workspace)
-                if self.unsafe_no_sandbox
-                else {"PATH": _HELPER_PATH},
+                env=_scrubbed_env(self.workspace) if self.unsafe_no_sandbox else {"PATH": _HELPER_PATH},
                 start_new_session=True,  # one process group to kill on timeout
+                pass_fds=(alive_r,),
             )
         except BaseException:
+            os.close(alive_w)
             cgroup.remove()
             raise
-        return await _supervise(proc, cgroup, limits, stdin, sandboxed=not self.unsafe_no_sandbox)
+        finally:
+            os.close(alive_r)
+        try:
+            return await _supervise(proc, cgroup, limits, stdin, sandboxed=not self.unsafe_no_sandbox)
+        finally:
+            os.close(alive_w)
 
 
 def probe_sandbox(bwrap: str = "bwrap") -> str | None:
@@ -254,12 +261,10 @@ def _find(bwrap: str) -> _Bwrap | str:
 @functools.cache
 def _probe(path: str) -> _Bwrap | str:
     """A working bubblewrap at ``path``, or the reason there is none (cached per path)."""
-    if not _helper("prlimit"):
-        return "'prlimit' (util-linux) not found; install it with `apt-get install util-linux`"
+    if not (_helper("prlimit") and _helper("setpriv")):
+        return "'prlimit' or 'setpriv' not found; install them with `apt-get install util-linux`"
     try:
-        help_text = subprocess.run(
-            [path, "--help"], capture_output=True, text=True, timeout=10, env={}
-        ).stdout
+        help_text = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10, env={}).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         return f"cannot run bubblewrap at {path!r}: {exc}; {INSTALL_HINT}"
     options = frozenset(re.findall(r"--[a-z][a-z0-9-]*", help_text))
@@ -369,6 +374,41 @@ def _scrubbed_env(workspace: str) -> dict[str, str]:
     }
 
 
+# The first program in the child, as `sh -c`; arguments: PARENT_PID ALIVE_FD CGROUP... -- ARGV.
+# setpriv has armed "SIGKILL me when my parent dies"; if the parent died before that (kill -9
+# right after fork), no signal will come, so check the parent is still ours. bwrap arms the
+# same signal for its inner init only a little later, so when there are cgroups a watchdog
+# (outside them) waits for EOF on a pipe only our parent holds and then kills the cgroups.
+_LAUNCHER = """
+read -r _ _ _ ppid _ < /proc/$$/stat; [ "$ppid" = "$1" ] || exit 125
+fd=$2; shift 2
+dirs=; while [ "$1" != -- ]; do dirs="$dirs $1"; shift; done; shift
+if [ -n "$dirs" ]; then
+  ( exec </dev/null >/dev/null 2>&1; read -r _ <&$fd
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      pids=$(for d in $dirs; do cat "$d/cgroup.procs"; done 2>/dev/null)
+      [ -z "$pids" ] && break
+      kill -9 $pids; sleep 0.05
+    done ) &
+fi
+eval "exec $fd<&-"
+for d in $dirs; do
+  echo $$ 2>/dev/null > "$d/cgroup.procs" || { echo "tether: cannot join $d" >&2; exit 125; }
+done
+exec "$@"
+"""
+
+
+def _launcher_argv(cgroup: _Cgroup, alive_fd: int) -> list[str]:
+    setpriv, sh = _helper("setpriv"), _helper("sh")
+    if setpriv is None or sh is None:
+        raise SandboxUnavailable("'setpriv' (util-linux) or 'sh' not found")
+    return [
+        *(setpriv, "--pdeathsig", "KILL", "--", sh, "-c", _LAUNCHER, "tether-sandbox"),
+        *(str(os.getpid()), str(alive_fd), *cgroup.dirs, "--"),
+    ]
+
+
 def _prlimit_argv(limits: SandboxLimits) -> list[str]:
     prlimit = _helper("prlimit")
     if prlimit is None:
@@ -394,10 +434,6 @@ def _is_within(path: str, root: str) -> bool:
 
 # --- cgroups ----------------------------------------------------------------------------
 
-_JOIN_SCRIPT = (
-    'for d; do [ "$d" = -- ] && break; echo $$ > "$d/cgroup.procs" || exit 125; shift; done; '
-    'shift; exec "$@"'
-)
 _counter = itertools.count()
 
 
@@ -421,6 +457,7 @@ class _Cgroup:
         made: list[str] = []
         name = f"tether-{os.getpid()}-{next(_counter)}"
         for base, controllers in _cgroup_bases():
+            _sweep_stale(base)
             path = os.path.join(base, name)
             try:
                 os.mkdir(path)
@@ -432,12 +469,6 @@ class _Cgroup:
             else:
                 _rmdir(path)
         return cls(tuple(made))
-
-    def join_prefix(self) -> list[str]:
-        if not self.dirs:
-            return []
-        sh = _helper("sh") or "/bin/sh"
-        return [sh, "-c", _JOIN_SCRIPT, "tether-sandbox", *self.dirs, "--"]
 
     def counter(self, file: str, key: str) -> int:
         total = 0
@@ -479,8 +510,6 @@ def _cgroup_bases() -> tuple[tuple[str, tuple[str, ...]], ...]:
                 base = f"/sys/fs/cgroup/{c}{path.rstrip('/')}"
                 if c in ("pids", "memory") and os.path.isdir(base):
                     bases.setdefault(base, []).append(c)
-    for base in bases:
-        _sweep_stale(base)
     return tuple((base, tuple(cs)) for base, cs in bases.items() if cs)
 
 
@@ -506,7 +535,9 @@ def _sweep_stale(base: str) -> None:
         for name in os.listdir(base):
             m = re.fullmatch(r"tether-(\d+)-\d+", name)
             if m and not _alive(int(m.group(1))):
-                _rmdir(os.path.join(base, name))
+                stale = _Cgroup((os.path.join(base, name),))
+                stale.kill()  # a backstop: the sandbox should have died with its parent
+                stale.remove()
 
 
 def _alive(pid: int) -> bool:
@@ -552,9 +583,7 @@ class _Capture:
     def value(self) -> bytes:
         if not self.dropped:
             return bytes(self.kept)
-        return (
-            bytes(self.kept) + f"\n[... output truncated: {self.dropped} more bytes ...]\n".encode()
-        )
+        return bytes(self.kept) + f"\n[... output truncated: {self.dropped} more bytes ...]\n".encode()
 
 
 async def _supervise(
@@ -588,9 +617,7 @@ async def _supervise(
             if cgroup.kill():
                 break
             await asyncio.sleep(0.01)
-        oom_kills = cgroup.counter("memory.oom_control", "oom_kill") + cgroup.counter(
-            "memory.events", "oom_kill"
-        )
+        oom_kills = cgroup.counter("memory.oom_control", "oom_kill") + cgroup.counter("memory.events", "oom_kill")
         pid_hits = cgroup.counter("pids.events", "max")
     finally:
         _kill_all(proc, cgroup)
@@ -625,9 +652,7 @@ def _kill_all(proc: asyncio.subprocess.Process, cgroup: _Cgroup) -> None:
     cgroup.kill()
 
 
-def _killed_reason(
-    code: int, limits: SandboxLimits, timed_out: bool, oom_kills: int, pid_hits: int
-) -> str | None:
+def _killed_reason(code: int, limits: SandboxLimits, timed_out: bool, oom_kills: int, pid_hits: int) -> str | None:
     if timed_out:
         return f"wall-clock timeout ({limits.timeout:g} s)"
     if oom_kills:
