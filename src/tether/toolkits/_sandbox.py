@@ -261,8 +261,8 @@ def _find(bwrap: str) -> _Bwrap | str:
 @functools.cache
 def _probe(path: str) -> _Bwrap | str:
     """A working bubblewrap at ``path``, or the reason there is none (cached per path)."""
-    if not (_helper("prlimit") and _helper("setpriv")):
-        return "'prlimit' or 'setpriv' not found; install them with `apt-get install util-linux`"
+    if missing := [name for name in ("prlimit", "setpriv", "bash") if not _helper(name)]:
+        return f"{' and '.join(missing)} not found; install util-linux and bash"
     try:
         help_text = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10, env={}).stdout
     except (OSError, subprocess.SubprocessError) as exc:
@@ -374,7 +374,8 @@ def _scrubbed_env(workspace: str) -> dict[str, str]:
     }
 
 
-# The first program in the child, as `sh -c`; arguments: PARENT_PID ALIVE_FD CGROUP... -- ARGV.
+# The first program in the child, run by bash (dash cannot name fds above 9), with arguments
+# PARENT_PID ALIVE_FD CGROUP_DIR... -- ARGV.
 # setpriv has armed "SIGKILL me when my parent dies"; if the parent died before that (kill -9
 # right after fork), no signal will come, so check the parent is still ours. bwrap arms the
 # same signal for its inner init only a little later, so when there are cgroups a watchdog
@@ -384,14 +385,14 @@ read -r _ _ _ ppid _ < /proc/$$/stat; [ "$ppid" = "$1" ] || exit 125
 fd=$2; shift 2
 dirs=; while [ "$1" != -- ]; do dirs="$dirs $1"; shift; done; shift
 if [ -n "$dirs" ]; then
-  ( exec </dev/null >/dev/null 2>&1; read -r _ <&$fd
+  ( exec </dev/null >/dev/null 2>&1; read -r _ <&"$fd"
     for _ in 1 2 3 4 5 6 7 8 9 10; do
       pids=$(for d in $dirs; do cat "$d/cgroup.procs"; done 2>/dev/null)
       [ -z "$pids" ] && break
       kill -9 $pids; sleep 0.05
     done ) &
 fi
-eval "exec $fd<&-"
+exec {fd}<&-
 for d in $dirs; do
   echo $$ 2>/dev/null > "$d/cgroup.procs" || { echo "tether: cannot join $d" >&2; exit 125; }
 done
@@ -400,9 +401,9 @@ exec "$@"
 
 
 def _launcher_argv(cgroup: _Cgroup, alive_fd: int) -> list[str]:
-    setpriv, sh = _helper("setpriv"), _helper("sh")
+    setpriv, sh = _helper("setpriv"), _helper("bash")
     if setpriv is None or sh is None:
-        raise SandboxUnavailable("'setpriv' (util-linux) or 'sh' not found")
+        raise SandboxUnavailable("'setpriv' (util-linux) or 'bash' not found")
     return [
         *(setpriv, "--pdeathsig", "KILL", "--", sh, "-c", _LAUNCHER, "tether-sandbox"),
         *(str(os.getpid()), str(alive_fd), *cgroup.dirs, "--"),
