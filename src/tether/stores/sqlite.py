@@ -97,9 +97,10 @@ class SQLiteStore:
             new_status, new_seq = status_after(status, events), seq + len(rows)
             if row is None:
                 conn.execute(
-                    f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
-                    (run_id, new_status, new_seq, now, now),
+                    f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?)", (run_id, new_status, new_seq, now, now)
                 )
+            elif new_status == status:  # leave the status index untouched
+                conn.execute("UPDATE runs SET seq = ?, updated_at = ? WHERE run_id = ?", (new_seq, now, run_id))
             else:
                 conn.execute(
                     "UPDATE runs SET status = ?, seq = ?, updated_at = ? WHERE run_id = ?",
