@@ -1,0 +1,301 @@
+"""Test-side helpers for the durability suite: start and kill workers, decide like a human, judge.
+
+A :class:`Lab` is one store, one oracle file and a set of plans. It starts the
+worker (``worker.py``) as a real subprocess, optionally with
+``TETHER_CRASH_AT``; it reads the store back through a fresh store object, as
+another process would; and :func:`judge` compares what happened (store events,
+oracle rows) with what tether promises:
+
+* every run finished (after a human resolved ``needs-decision`` pauses);
+* no side effect without its own committed ``tool-started`` (each oracle row's
+  attempt names one, and no attempt ran twice);
+* a ``once`` call ran at most once, plus once per ``retry`` a human chose;
+* an ``idempotent`` call used one idempotency key on every execution;
+* at most one extra model request per kill;
+* the final notebook equals an un-killed reference run of the same plan, except
+  for the results of calls a human skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tether import ModelReplied, RunState, ToolStarted
+from tether.stores import RunStore
+from tether.stores._open import open_store
+from tether.stores.memory import MemoryStore
+
+from . import worker
+from .worker import EFFECTS, Ledger, Oracle, Plan, read_oracle
+
+WORKER = Path(__file__).with_name("worker.py")
+PG_DSN = os.environ.get("TETHER_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DONE = ("finished", "needs-decision", "paused")
+T = TypeVar("T")
+
+
+def with_store(url: str, fn: Callable[[RunStore], Awaitable[T]]) -> T:
+    """Run ``fn(store)`` on a fresh store object (its own event loop and connection)."""
+
+    async def go() -> T:
+        store = open_store(url)
+        try:
+            return await fn(store)
+        finally:
+            await store.aclose()
+
+    return asyncio.run(go())
+
+
+@dataclass
+class Incarnation:
+    """One worker process that ran to its end (or was killed)."""
+
+    returncode: int
+    statuses: dict[str, str]
+    stderr: str
+
+    @property
+    def killed(self) -> bool:
+        return self.returncode == -signal.SIGKILL
+
+
+@dataclass
+class Lab:
+    """One store, one oracle, some plans, and the worker processes that drive them."""
+
+    root: Path
+    store_url: str
+    plans: dict[str, Plan]
+    model_delay: float = 0.0
+    tool_delay: float = 0.0
+    oracle: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.oracle = self.root / "oracle.jsonl"
+        (self.root / "plans.json").write_text(json.dumps(self.plans))
+
+    def command(self, *flags: str) -> list[str]:
+        return [
+            sys.executable, str(WORKER), "--store", self.store_url, "--oracle", str(self.oracle),
+            "--plans", str(self.root / "plans.json"), "--model-delay", str(self.model_delay),
+            "--tool-delay", str(self.tool_delay), *flags,
+        ]  # fmt: skip
+
+    def start(self, *flags: str, crash_at: str | None = None) -> subprocess.Popen[str]:
+        env = dict(os.environ)
+        env.pop("TETHER_CRASH_AT", None)
+        if crash_at:
+            env["TETHER_CRASH_AT"] = crash_at
+        return subprocess.Popen(
+            self.command(*flags), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    def run(self, *flags: str, crash_at: str | None = None, timeout: float = 120) -> Incarnation:
+        """Start a worker and wait for it to end."""
+        return finish(self.start(*flags, crash_at=crash_at), timeout)
+
+    def statuses(self) -> dict[str, str]:
+        async def fn(store: RunStore) -> dict[str, str]:
+            return {i.run_id: i.status for i in await store.list_runs(limit=1_000_000)}
+
+        found = with_store(self.store_url, fn)
+        return {r: found.get(r, "missing") for r in self.plans}
+
+    def events(self) -> dict[str, list[Any]]:
+        async def fn(store: RunStore) -> dict[str, list[Any]]:
+            return {r: await store.load(r) for r in self.plans}
+
+        return with_store(self.store_url, fn)
+
+    def decide(self, run_id: str, verdict: str) -> RunState:
+        """A human in another process: ``verdict`` for interrupted calls, approve the rest."""
+        rules = {"started": verdict, "awaiting-approval": "approve"}
+        return with_store(self.store_url, lambda s: worker.record_decisions(s, run_id, rules))
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 120) -> Incarnation:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"worker did not end within {timeout}s:\n{err[-3000:]}") from None
+    statuses = {}
+    for line in out.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            statuses[row["run"]] = row["status"]
+    return Incarnation(proc.returncode, statuses, err)
+
+
+def kill9(proc: subprocess.Popen[str]) -> Incarnation:
+    """``kill -9`` from outside, then collect what the worker said."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+    return finish(proc, 30)
+
+
+def wait_ready(proc: subprocess.Popen[str], timeout: float = 30) -> None:
+    """Block until the worker printed ``ready`` (its store is open)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    line = proc.stdout.readline()
+    if line.strip() != "ready" or time.monotonic() > deadline:
+        raise AssertionError(f"worker did not become ready: {line!r} {proc.poll()!r}")
+
+
+# -- reference runs ---------------------------------------------------------------
+
+
+def reference(plans: dict[str, Plan], root: Path) -> dict[str, list[dict[str, Any]]]:
+    """The final notebook of each plan run in-process, un-killed, everything approved."""
+
+    async def go() -> dict[str, list[dict[str, Any]]]:
+        oracle = Oracle(root / "reference-oracle.jsonl")
+        out = {}
+        for run_id, plan in plans.items():
+            store = MemoryStore()
+            agent = worker.build_agent(store, oracle, Ledger())
+            status = await worker.drive(agent, store, run_id, plan, approve=True)
+            assert status == "finished", (run_id, status)
+            out[run_id] = messages_of(await store.load(run_id))
+        return out
+
+    root.mkdir(parents=True, exist_ok=True)
+    return asyncio.run(go())
+
+
+def messages_of(events: list[Any], skipped: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """The run's final notebook as dicts; results of ``skipped`` calls blanked out."""
+    out = []
+    for m in RunState.from_events(events).messages:
+        d = m.to_dict()
+        if d.get("tool_call_id") in skipped:
+            d["content"], d["is_error"] = "<skipped by a human>", None
+        out.append(d)
+    return out
+
+
+# -- judging ----------------------------------------------------------------------
+
+
+@dataclass
+class Story:
+    """What the test did to one run: kills that hit it and the decisions it made."""
+
+    kills: int = 0
+    decisions: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    needs_decision: int = 0
+
+    def note_decisions(self, state: RunState) -> None:
+        """Remember the retry/skip decisions the test just recorded (made at ``state.seq``)."""
+        for d in state.decisions:
+            if d.by == "test" and d.state_seq == state.seq and d.verdict in ("retry", "skip"):
+                self.decisions[d.call_id].append(d.verdict)
+
+    def skipped(self) -> frozenset[str]:
+        return frozenset(c for c, vs in self.decisions.items() if vs and vs[-1] == "skip")
+
+
+@dataclass
+class Verdict:
+    """Counts over all judged runs, and every broken promise found."""
+
+    problems: list[str] = field(default_factory=list)
+    executions: Counter[str] = field(default_factory=Counter)
+    extra_model_calls: int = 0
+    kills: int = 0
+    runs: int = 0
+
+
+def judge(
+    lab: Lab, stories: dict[str, Story], expected: dict[str, list[dict[str, Any]]]
+) -> Verdict:  # fmt: skip
+    v = Verdict()
+    rows = read_oracle(lab.oracle)
+    by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_run[row["run"]].append(row)
+    events = lab.events()
+    statuses = lab.statuses()
+    for run_id, plan in lab.plans.items():
+        story = stories.get(run_id, Story())
+        v.runs += 1
+        v.kills += story.kills
+        problems = judge_run(run_id, plan, events[run_id], statuses[run_id], by_run[run_id], story, v)
+        problems += compare(run_id, events[run_id], expected[run_id], story.skipped())
+        v.problems += [f"{run_id}: {p}" for p in problems]
+    return v
+
+
+def judge_run(
+    run_id: str, plan: Plan, events: list[Any], status: str, rows: list[dict[str, Any]],
+    story: Story, v: Verdict,
+) -> list[str]:  # fmt: skip
+    problems = [] if status == "finished" else [f"status is {status!r}, not finished"]
+    started: dict[str, list[int]] = defaultdict(list)
+    for ev in events:
+        if isinstance(ev, ToolStarted):
+            started[ev.call.id].append(ev.attempt)
+    calls = [c for ev in events if isinstance(ev, ModelReplied) for c in ev.message.tool_calls]
+    execs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row["ev"] == "tool":
+            execs[row["call"]].append(row)
+    for call in calls:
+        problems += judge_call(run_id, call.id, call.name, execs.pop(call.id, []), started[call.id], story)
+        v.executions[EFFECTS[call.name]] += 1
+    problems += [f"executions of unknown call {c!r}" for c in execs]
+    asked = sum(1 for row in rows if row["ev"] == "model")
+    extra = asked - (len(plan) + 1)
+    v.extra_model_calls += max(extra, 0)
+    if extra > story.kills:
+        problems.append(f"{asked} model requests for {len(plan) + 1} turns with {story.kills} kills")
+    return problems
+
+
+def judge_call(
+    run_id: str, call_id: str, name: str, execs: list[dict[str, Any]], started: list[int], story: Story
+) -> list[str]:  # fmt: skip
+    problems = []
+    attempts = [e["attempt"] for e in execs]
+    if any(a not in started for a in attempts) or len(set(attempts)) != len(attempts):
+        problems.append(f"{call_id} ({name}) ran as attempts {attempts}; committed starts {started}")
+    if {e["key"] for e in execs} - {f"{run_id}:{call_id}"}:
+        problems.append(f"{call_id} ({name}) saw idempotency keys {sorted({e['key'] for e in execs})}")
+    verdicts = story.decisions.get(call_id, [])
+    if EFFECTS[name] == "once" and len(execs) > 1 + verdicts.count("retry"):
+        problems.append(f"once call {call_id} ({name}) ran {len(execs)} times; human retries: {verdicts}")
+    if not execs and "skip" not in verdicts:
+        problems.append(f"{call_id} ({name}) never ran and was not skipped")
+    return problems
+
+
+def compare(
+    run_id: str, events: list[Any], expected: list[dict[str, Any]], skipped: frozenset[str]
+) -> list[str]:  # fmt: skip
+    got = messages_of(events, skipped)
+    want = [
+        {**m, "content": "<skipped by a human>", "is_error": None} if m.get("tool_call_id") in skipped else m
+        for m in expected
+    ]
+    if got == want:
+        return []
+    first = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+    return [
+        f"notebook differs from the reference at message {first}: "
+        f"got {got[first:first + 1]!r}, want {want[first:first + 1]!r} ({len(got)} vs {len(want)} messages)"
+    ]

@@ -1,0 +1,197 @@
+"""RELIABILITY A.1: a worker killed at every named crash point, for every kind of tool.
+
+Each cell is one run on its own SQLite file: the worker is started with
+``TETHER_CRASH_AT=<point>`` and SIGKILLs itself there; then workers are started
+again (``--resume --approve-all``) until the run finishes, and when the run
+stops at ``needs-decision`` the test records a human's ``retry`` or ``skip``
+from outside, as another process would.
+
+The plan puts the call under test first, so every tool-path point hits it:
+``none`` / ``idempotent`` / ``once`` cells run ``[target, refund]`` in one turn
+(the refund needs approval, so the approval points are on the path too), the
+``approval`` cells run ``[refund]`` alone. All ten points are reached in every
+cell. The cells are played in a few threads at once, each with its own
+processes; each cell is then judged as its own test.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether import ApprovalDecided
+from tether._crash import POINTS
+
+from .harness import Lab, Story, Verdict, judge, reference
+from .worker import Plan, read_oracle
+
+TARGETS: dict[str, list[Any]] = {
+    "none": ["lookup", {"key": "color"}],
+    "idempotent": ["put", {"key": "color", "value": "teal"}],
+    "once": ["send", {"to": "ann", "text": "your order shipped"}],
+    "approval": ["refund", {"order": "A1", "amount": 79}],
+}
+REFUND = ["refund", {"order": "B2", "amount": 12}]
+WINDOW = ("after_started_commit", "mid_tool", "after_tool_return")  # started, not finished
+EFFECT_DONE = ("mid_tool", "after_tool_return")  # the effect happened before the crash
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One crash point x one kind of tool; ``crashes=2`` also kills the retried attempt."""
+
+    kind: str
+    point: str
+    verdict: str = "skip"
+    crashes: int = 1
+
+    @property
+    def id(self) -> str:
+        more = "-twice" if self.crashes == 2 else ""
+        return f"{self.kind}-{self.point}-{self.verdict}{more}"
+
+    @property
+    def plan(self) -> Plan:
+        target = TARGETS[self.kind]
+        return [[target]] if self.kind == "approval" else [[target, REFUND]]
+
+    @property
+    def asks_human(self) -> bool:
+        """A crash between start and finish of a ``once`` call must wait for a human."""
+        return self.kind in ("once", "approval") and self.point in WINDOW
+
+    @property
+    def executions(self) -> int:
+        """How many times the call under test must have run in the end."""
+        if self.point not in WINDOW:
+            return 1
+        done = int(self.point in EFFECT_DONE) * self.crashes
+        if not self.asks_human:
+            return done + 1  # re-run automatically, with the same idempotency key
+        return done + (1 if self.verdict == "retry" else 0)
+
+
+CELLS = [Cell(kind, point) for kind in TARGETS for point in POINTS]
+CELLS += [Cell(kind, point, "retry") for kind in ("once", "approval") for point in WINDOW]
+CELLS += [Cell(kind, "mid_tool", "retry", crashes=2) for kind in ("once", "approval")]
+
+# Cells that expose the bugs described in docs/durability.md ("Known gaps").
+APPROVED_ONCE_RERUN = "an approved once call interrupted mid-call is re-run without a human (agent._plan)"
+STALE_RETRY = "a retry decision survives a second crash and re-runs the call again (state.Journal)"
+KNOWN_BUGS = {c.id: APPROVED_ONCE_RERUN for c in CELLS if c.kind == "approval" and c.asks_human}
+KNOWN_BUGS.update({c.id: STALE_RETRY for c in CELLS if c.kind == "once" and c.crashes == 2})
+
+
+@dataclass
+class Outcome:
+    cell: Cell
+    fired: list[bool] = field(default_factory=list)
+    story: Story = field(default_factory=Story)
+    verdict: Verdict | None = None
+    target_runs: int = 0
+    refund_runs: int = 0
+    approvals: int = 0
+    integrity: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def integrity(db: Path) -> str:
+    conn = sqlite3.connect(db)
+    try:
+        return "\n".join(str(r[0]) for r in conn.execute("PRAGMA integrity_check"))
+    finally:
+        conn.close()
+
+
+def play(cell: Cell, root: Path, expected: dict[str, Any]) -> Outcome:
+    t0 = time.monotonic()
+    out = Outcome(cell)
+    lab = Lab(root, str(root / "runs.db"), {"m": cell.plan})
+    crashes_left = cell.crashes - 1
+    inc = lab.run("--approve-all", crash_at=cell.point)
+    out.fired.append(inc.killed)
+    out.story.kills += inc.killed
+    out.integrity.append(integrity(root / "runs.db"))
+    for _ in range(8):
+        status = lab.statuses()["m"]
+        if status == "finished":
+            break
+        if status == "needs-decision":
+            out.story.needs_decision += 1
+            out.story.note_decisions(lab.decide("m", cell.verdict))
+        crash = cell.point if crashes_left and out.story.needs_decision else None
+        inc = lab.run("--resume", "--approve-all", crash_at=crash)
+        if crash:
+            crashes_left -= 1
+            out.fired.append(inc.killed)
+        out.story.kills += inc.killed
+        out.integrity.append(integrity(root / "runs.db"))
+    out.verdict = judge(lab, {"m": out.story}, expected)
+    rows = [r for r in read_oracle(lab.oracle) if r["ev"] == "tool"]
+    out.target_runs = sum(r["tool"] == TARGETS[cell.kind][0] for r in rows)
+    out.refund_runs = sum(r["tool"] == "refund" for r in rows)
+    out.approvals = sum(
+        isinstance(e, ApprovalDecided) and e.decision["verdict"] == "approve" for e in lab.events()["m"]
+    )
+    out.seconds = time.monotonic() - t0
+    return out
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    root = tmp_path_factory.mktemp("matrix")
+    plans = {json_key(c.plan): c.plan for c in CELLS}
+    refs = {key: reference({"m": plan}, root / f"ref-{i}") for i, (key, plan) in enumerate(plans.items())}
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {c.id: pool.submit(play, c, root / c.id, refs[json_key(c.plan)]) for c in CELLS}
+        return {cid: f.result() for cid, f in futures.items()}
+
+
+def json_key(plan: Plan) -> str:
+    import json
+
+    return json.dumps(plan, sort_keys=True)
+
+
+def params() -> list[Any]:
+    out = []
+    for c in CELLS:
+        marks = [pytest.mark.xfail(reason=KNOWN_BUGS[c.id], strict=True)] if c.id in KNOWN_BUGS else []
+        out.append(pytest.param(c, id=c.id, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("cell", params())
+def test_cell_recovers_with_nothing_lost_and_no_once_effect_repeated(
+    cell: Cell, outcomes: dict[str, Outcome]
+) -> None:  # fmt: skip
+    out = outcomes[cell.id]
+    assert out.fired == [True] * cell.crashes, f"the crash point was not reached: {out.fired}"
+    assert set(out.integrity) == {"ok"}
+    assert out.verdict is not None
+    assert out.verdict.problems == []
+    # Exactly the executions the contract allows; the human was asked exactly when required.
+    assert out.target_runs == cell.executions
+    assert out.story.needs_decision == (cell.crashes if cell.asks_human else 0)
+    # The approval path: one approval recorded, the approved refund ran exactly once.
+    assert out.approvals == 1
+    if cell.kind == "approval":
+        assert out.refund_runs == cell.executions
+    elif cell.crashes == 1:
+        assert out.refund_runs == 1
+    else:  # the retried call and the approved refund run together; the 2nd kill may catch both
+        assert 1 <= out.refund_runs <= 1 + sum(v.count("retry") for v in out.story.decisions.values())
+    # One extra model request when the reply was lost, none otherwise.
+    assert out.verdict.extra_model_calls == (1 if cell.point == "after_model_response" else 0)
+
+
+def test_matrix_covers_every_named_point_and_kind() -> None:
+    assert {c.point for c in CELLS} == set(POINTS) and len(POINTS) == 10
+    assert {c.kind for c in CELLS} == {"none", "idempotent", "once", "approval"}
+    assert len(CELLS) == 48

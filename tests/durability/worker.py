@@ -1,0 +1,330 @@
+"""A worker process for the durability tests: drives scripted runs so a test can kill it.
+
+    python tests/durability/worker.py --store URL --oracle FILE --plans FILE
+        [--run-id ID ...] [--resume] [--approve-all]
+        [--model-delay S] [--tool-delay S] [--barrier DIR --parties N]
+
+Each run follows a *plan* (a list of turns, each a list of ``[tool, args]``)
+written into its task message. The brain (a :class:`~tether.FunctionPolicy`)
+decides from the context alone: the turn to play is the number of assistant
+messages so far. So a worker started again after a kill continues the same
+plan, with the same call ids.
+
+Every tool execution and every model request is appended to the *oracle*, a
+file outside the store opened with ``O_APPEND`` and fsynced before the tool
+returns (RELIABILITY §3, the side-effect oracle). A tool row carries the
+attempt number of the ``tool-started`` event this process committed for it, so
+a test can prove that no effect happened without its own committed start.
+
+One worker drives all its runs concurrently in one event loop; a kill hits all
+of them. It prints ``ready`` once the store is open and one JSON line per run
+when that run stops (finished, paused, needs-decision, or ``lease-conflict``).
+``TETHER_CRASH_AT`` (see :mod:`tether._crash`) makes it kill itself at a named
+point; the tools pass the ``mid_tool`` point after their effect is recorded.
+
+The module is also imported by the tests, to build the same agent in-process
+for un-killed reference runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tether import (
+    Action,
+    Agent,
+    ApprovalDecided,
+    Context,
+    Event,
+    FunctionPolicy,
+    Invocation,
+    LeaseConflict,
+    Paused,
+    RunState,
+    Tool,
+    ToolStarted,
+    tool,
+)
+from tether._crash import crash_point
+from tether.agent import RunResult
+from tether.policy import Move
+from tether.stores import RunStore
+
+Plan = list[list[list[Any]]]  # turns -> calls -> [tool name, args]
+FINAL = "done"
+
+
+class Oracle:
+    """Append-only JSON lines, each fsynced before ``write`` returns."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, **record: Any) -> None:
+        line = json.dumps({**record, "pid": os.getpid()}, sort_keys=True) + "\n"
+        os.write(self._fd, line.encode())
+        os.fsync(self._fd)
+
+    async def awrite(self, **record: Any) -> None:
+        """:meth:`write` in a thread, so concurrent runs overlap their fsyncs."""
+        await asyncio.to_thread(self.write, **record)
+
+
+def read_oracle(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of an oracle file (a torn line would fail loudly)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    return [json.loads(line) for line in p.read_text().splitlines() if line]
+
+
+# -- the plan, written into the task so the brain can read it back -------------
+
+
+def task_text(run_id: str, plan: Plan) -> str:
+    return f"run {run_id}\nplan {json.dumps(plan, sort_keys=True)}"
+
+
+def read_task(context: Context) -> tuple[str, Plan]:
+    first = next(m for m in context if m.role == "user")
+    head, _, body = first.content.partition("\nplan ")
+    return head.removeprefix("run "), json.loads(body)
+
+
+def make_brain(oracle: Oracle, delay: float = 0.0) -> FunctionPolicy:
+    """A deterministic brain: plays the plan's next turn, then answers ``done``."""
+
+    async def brain(context: Context, tools: Sequence[Tool]) -> Move:
+        run_id, plan = read_task(context)
+        turn = sum(1 for m in context if m.role == "assistant")
+        await oracle.awrite(ev="model", run=run_id, turn=turn)
+        if delay:
+            await asyncio.sleep(delay)
+        await oracle.awrite(ev="reply", run=run_id, turn=turn)
+        if turn < len(plan):
+            return [Action(name, args) for name, args in plan[turn]]
+        return f"{FINAL}: {sum(len(t) for t in plan)} calls in {len(plan)} turns"
+
+    return FunctionPolicy(brain)
+
+
+# -- tools: each records its effect in the oracle -----------------------------
+
+
+class Ledger:
+    """The attempt of each call's latest ``tool-started`` committed by this process."""
+
+    def __init__(self) -> None:
+        self.attempts: dict[tuple[str, str], int] = {}
+
+    def note(self, run_id: str, events: Sequence[Event]) -> None:
+        for ev in events:
+            if isinstance(ev, ToolStarted):
+                self.attempts[(run_id, ev.call.id)] = ev.attempt
+
+
+def make_tools(oracle: Oracle, ledger: Ledger, delay: float = 0.0) -> list[Tool]:
+    """``lookup`` (effect none), ``put`` (idempotent), ``send`` (once), ``refund`` (once, approval)."""
+
+    async def effect(name: str, call: Invocation, **fields: Any) -> None:
+        if delay:
+            await asyncio.sleep(delay / 2)
+        attempt = ledger.attempts.get((call.run_id, call.call_id))
+        await oracle.awrite(
+            ev="tool", tool=name, run=call.run_id, call=call.call_id, attempt=attempt,
+            key=call.idempotency_key, **fields,
+        )  # fmt: skip
+        crash_point("mid_tool")
+        if delay:
+            await asyncio.sleep(delay / 2)
+
+    @tool(effect="none")
+    async def lookup(key: str, call: Invocation) -> str:
+        """Read a value (no side effect)."""
+        await effect("lookup", call)
+        return f"{key} has length {len(key)}"
+
+    @tool(effect="idempotent")
+    async def put(key: str, value: str, call: Invocation) -> str:
+        """Store a value; repeating it with the same idempotency key is harmless."""
+        await effect("put", call, value=value)
+        return f"stored {key}={value}"
+
+    @tool(effect="once")
+    async def send(to: str, text: str, call: Invocation) -> str:
+        """Send a message (must not happen twice)."""
+        await effect("send", call, text=text)
+        return f"sent {text!r} to {to}"
+
+    @tool(effect="once", approval=True)
+    async def refund(order: str, amount: int, call: Invocation) -> str:
+        """Refund an order (a human approves first; must not happen twice)."""
+        await effect("refund", call, amount=amount)
+        return f"refunded ${amount} for {order}"
+
+    return [lookup, put, send, refund]
+
+
+EFFECTS = {"lookup": "none", "put": "idempotent", "send": "once", "refund": "once"}
+
+
+class TrackedStore:
+    """A store wrapper for the worker: notes started attempts; optional load barrier.
+
+    With a barrier, the first ``load`` of each run waits until ``parties``
+    workers have loaded it, so racing workers resume from the same snapshot.
+    """
+
+    def __init__(
+        self, inner: RunStore, ledger: Ledger, barrier: Path | None = None, parties: int = 2
+    ) -> None:
+        self.inner, self.ledger, self.barrier, self.parties = inner, ledger, barrier, parties
+        self._waited: set[str] = set()
+
+    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
+        seq = await self.inner.append(run_id, events, expected_seq=expected_seq)
+        self.ledger.note(run_id, events)
+        return seq
+
+    async def load(self, run_id: str) -> list[Event]:
+        events = await self.inner.load(run_id)
+        if self.barrier is not None and run_id not in self._waited:
+            self._waited.add(run_id)
+            (self.barrier / f"{run_id}.{os.getpid()}").touch()
+            while len(list(self.barrier.glob(f"{run_id}.*"))) < self.parties:
+                await asyncio.sleep(0.001)
+        return events
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def build_agent(
+    store: RunStore | None, oracle: Oracle, ledger: Ledger, *, model_delay: float = 0.0,
+    tool_delay: float = 0.0,
+) -> Agent:  # fmt: skip
+    tools = make_tools(oracle, ledger, tool_delay)
+    return Agent(make_brain(oracle, model_delay), tools, store=store, name="durable", max_steps=50)
+
+
+# -- driving one run -------------------------------------------------------------
+
+
+def last_pause(events: list[Event]) -> Paused | None:
+    return next((e for e in reversed(events) if isinstance(e, Paused)), None)
+
+
+async def approve_all(agent: Agent, state: RunState) -> RunResult:
+    """Approve every call waiting for approval, in this process (fires after_approval_commit)."""
+    for p in state.pending:
+        if p.status == "awaiting-approval" and state.decision(p.call.id) is None:
+            state = state.approve(p.call.id, by="worker")
+    return await agent.run(state)
+
+
+async def resume_paused(agent: Agent, store: RunStore, run_id: str, approve: bool) -> RunResult | None:
+    """Continue a paused run if every call it waits for is decided (or we may approve)."""
+    events = await store.load(run_id)
+    state, pause = RunState.from_events(events), last_pause(events)
+    waiting = [p for p in state.pending if pause and p.call.id in pause.call_ids]
+    undecided = [p for p in waiting if state.decision(p.call.id) is None]
+    if not undecided:
+        return await agent.run(run_id=run_id)
+    if approve and all(p.status == "awaiting-approval" for p in undecided):
+        return await approve_all(agent, state)
+    return None
+
+
+async def drive(agent: Agent, store: RunStore, run_id: str, plan: Plan, approve: bool) -> str:
+    """Take one run as far as it goes without a human; return its status."""
+    info = await store.get(run_id)
+    if info is None:
+        result: RunResult | None = await agent.run(task_text(run_id, plan), run_id=run_id)
+    elif info.status == "running":
+        result = await agent.run(run_id=run_id)
+    elif info.status in ("paused", "needs-decision"):
+        result = await resume_paused(agent, store, run_id, approve)
+    else:
+        return info.status
+    while result is not None and result.status == "paused" and approve:
+        result = await approve_all(agent, result.state)
+    if result is None:
+        info = await store.get(run_id)
+        return info.status if info else "missing"
+    return result.status
+
+
+async def drive_reported(agent: Agent, store: RunStore, run_id: str, plan: Plan, approve: bool) -> None:
+    try:
+        status = await drive(agent, store, run_id, plan, approve)
+    except LeaseConflict as exc:
+        status = f"lease-conflict: {exc}"
+    print(json.dumps({"run": run_id, "status": status, "pid": os.getpid()}), flush=True)
+
+
+async def record_decisions(store: RunStore, run_id: str, decide: dict[str, str]) -> RunState:
+    """What a human does from another process: append decisions to a paused run.
+
+    ``decide`` maps a verdict to use per call *status*, e.g.
+    ``{"started": "skip", "awaiting-approval": "approve"}``; returns the state decided on.
+    """
+    state = RunState.from_events(await store.load(run_id))
+    before = {d.call_id for d in state.decisions}
+    for p in state.pending:
+        verdict = decide.get(p.status)
+        if verdict is not None and state.decision(p.call.id) is None:
+            state = getattr(state, verdict)(p.call.id, by="test")
+    new = [ApprovalDecided(d.to_dict()) for d in state.decisions if d.call_id not in before]
+    if new:
+        await store.append(run_id, new, expected_seq=state.seq)
+    return state
+
+
+# -- entry point -------------------------------------------------------------------
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    from tether.stores._open import open_store
+
+    plans: dict[str, Plan] = json.loads(Path(args.plans).read_text())
+    run_ids = args.run_id or list(plans)
+    oracle, ledger = Oracle(args.oracle), Ledger()
+    barrier = Path(args.barrier) if args.barrier else None
+    store = TrackedStore(open_store(args.store), ledger, barrier, args.parties)
+    if not args.resume and any([await store.get(r) for r in run_ids]):
+        print("some runs already exist; pass --resume to continue them", file=sys.stderr)
+        return 2
+    agent = build_agent(store, oracle, ledger, model_delay=args.model_delay, tool_delay=args.tool_delay)
+    print("ready", flush=True)
+    try:
+        await asyncio.gather(*(drive_reported(agent, store, r, plans[r], args.approve_all) for r in run_ids))
+    finally:
+        await store.aclose()
+    return 0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--store", required=True, help="store URL (sqlite:////abs.db, postgresql://...)")
+    p.add_argument("--oracle", required=True, help="side-effect oracle file (JSON lines)")
+    p.add_argument("--plans", required=True, help="JSON file: {run_id: plan}")
+    p.add_argument("--run-id", action="append", help="drive only these runs (default: all)")
+    p.add_argument("--resume", action="store_true", help="continue runs already in the store")
+    p.add_argument("--approve-all", action="store_true", help="approve every approval request")
+    p.add_argument("--model-delay", type=float, default=0.0, help="seconds the brain thinks")
+    p.add_argument("--tool-delay", type=float, default=0.0, help="seconds each tool takes")
+    p.add_argument("--barrier", help="directory for the load barrier of racing workers")
+    p.add_argument("--parties", type=int, default=2)
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main_async(parse_args())))
