@@ -82,7 +82,7 @@ class PostgresStore:
         rows = [(kind, _jsonb_text(body)) for kind, body in encode_events(events)]
         new_status = status_after("", events) or None  # None: keep the run's status
         new_seq = expected_seq + len(rows)
-        async with self._transaction(f"append to run {run_id!r}", run_id, expected_seq) as conn:
+        async with self._session(f"append to run {run_id!r}", tx=True, run_id=run_id, expected=expected_seq) as conn:
             if not rows:
                 found = await self._seq(conn, run_id)
                 if found != expected_seq:
@@ -100,28 +100,31 @@ class PostgresStore:
 
     async def load(self, run_id: str) -> list[Event]:
         """Every committed event of the run, in order ([] if unknown)."""
-        async with self._transaction(f"load run {run_id!r}") as conn:
+        async with self._session(f"load run {run_id!r}") as conn:
             cur = await conn.execute(self._sql["load"], (run_id,))
             rows = await cur.fetchall()
         return [decode_event(run_id, seq, _unwrap(body)) for seq, body in rows]
 
     async def get(self, run_id: str) -> RunInfo | None:
         """The run's status, length and times, or None if unknown."""
-        async with self._transaction(f"get run {run_id!r}") as conn:
+        async with self._session(f"get run {run_id!r}") as conn:
             cur = await conn.execute(self._sql["get"], (run_id,))
             row = await cur.fetchone()
         return RunInfo(*row) if row else None
 
     async def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         """Runs, most recently updated first, optionally only those with ``status``."""
-        async with self._transaction("list runs") as conn:
-            cur = await conn.execute(self._sql["list"], (status, status, limit))
+        async with self._session("list runs") as conn:
+            if status is None:
+                cur = await conn.execute(self._sql["list"], (limit,))
+            else:
+                cur = await conn.execute(self._sql["list_status"], (status, limit))
             rows = await cur.fetchall()
         return [RunInfo(*row) for row in rows]
 
     async def delete(self, run_id: str) -> None:
         """Forget the run and all its events (a no-op for an unknown run)."""
-        async with self._transaction(f"delete run {run_id!r}") as conn:
+        async with self._session(f"delete run {run_id!r}", tx=True) as conn:
             await conn.execute(self._sql["delete_events"], (run_id,))
             await conn.execute(self._sql["delete_run"], (run_id,))
 
@@ -162,15 +165,18 @@ class PostgresStore:
             await conn.close()
 
     @asynccontextmanager
-    async def _transaction(
-        self, what: str, run_id: str = "", expected: int = 0
+    async def _session(
+        self, what: str, *, tx: bool = False, run_id: str = "", expected: int = 0
     ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """One transaction on the store's connection; psycopg errors become StoreError."""
+        """The store's connection, alone (in one transaction if ``tx``); psycopg errors become StoreError."""
         pg = self._pg
         async with self._lock:
             try:
                 conn = await self._connection()
-                async with conn.transaction():
+                if tx:
+                    async with conn.transaction():
+                        yield conn
+                else:
                     yield conn
             except pg.errors.UniqueViolation as exc:
                 # Backs up the seq check: another writer inserted the same (run_id, seq) first.
@@ -218,9 +224,9 @@ def _statements(schema: Any) -> dict[str, Any]:
         "seq": q("SELECT seq FROM {s}.runs WHERE run_id = %s"),
         "load": q("SELECT seq, body FROM {s}.events WHERE run_id = %s ORDER BY seq"),
         "get": q(f"SELECT {columns} FROM {{s}}.runs WHERE run_id = %s"),
-        "list": q(
-            f"SELECT {columns} FROM {{s}}.runs WHERE (%s::text IS NULL OR status = %s) "
-            "ORDER BY updated_at DESC, run_id LIMIT %s"
+        "list": q(f"SELECT {columns} FROM {{s}}.runs ORDER BY updated_at DESC, run_id LIMIT %s"),
+        "list_status": q(
+            f"SELECT {columns} FROM {{s}}.runs WHERE status = %s ORDER BY updated_at DESC, run_id LIMIT %s"
         ),
         "delete_events": q("DELETE FROM {s}.events WHERE run_id = %s"),
         "delete_run": q("DELETE FROM {s}.runs WHERE run_id = %s"),
