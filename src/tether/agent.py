@@ -267,54 +267,52 @@ class Agent:
             crash_point("after_run_complete")
 
     def _plan(self, run: _Run, pending: PendingCall) -> _Plan:
+        """Decide what to do with one open call, without side effects."""
         call = pending.call
         tool = self.tools.get(call.name)
         if tool is None:
             names = ", ".join(sorted(self.tools)) or "(none)"
             return _note(call, f"unknown tool {call.name!r}; available tools: {names}", "unknown-tool")
-        try:
-            raw = json.loads(call.arguments or "{}")
-            if not isinstance(raw, dict):
-                raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
-        except (ValueError, RecursionError) as exc:
-            return _note(
-                call,
-                f"arguments for tool {call.name!r} are not a JSON object ({exc}); "
-                f"send an object matching this schema: {json.dumps(tool.parameters, sort_keys=True)}",
-                "bad-json",
-            )
-        try:
-            args = tool.validate(raw)
-        except ArgumentsInvalid as exc:
-            return _note(call, str(exc), "invalid-arguments")
+        parsed = _parse_args(call, tool)
+        if isinstance(parsed, _Plan):
+            return parsed
+        raw, args = parsed
         decision = run.journal.decisions.get(call.id)
         attempt = pending.attempts + 1
-        if pending.status == "started" and tool.effect == "once":
-            # Interrupted mid-call: the world may or may not have changed.
-            if decision is None:
-                return _Plan(call, wait="outcome-unknown")
+        if pending.status == "started":
+            # Interrupted mid-call. ``call`` holds the arguments it was started with.
+            if tool.effect != "once":
+                return _Plan(call, tool, args, attempt)
+            if decision is None or decision.verdict not in ("retry", "skip"):
+                return _Plan(call, wait="outcome-unknown")  # the world may or may not have changed
             if decision.verdict == "skip":
                 text = "this call was interrupted and its outcome is unknown; a human chose not to run it again"
                 return _note(call, f"{text}: {decision.message}" if decision.message else text, "skipped")
             return _Plan(call, tool, args, attempt)
-        gated = tool.needs_approval(raw, run.journal.context) or bool(
-            self.approver and self.approver(tool, raw, run.journal.context)
-        )
-        if not gated or pending.status == "started":
+        ctx = run.journal.context
+        gated = tool.needs_approval(raw, ctx) or bool(self.approver and self.approver(tool, raw, ctx))
+        if not gated:
             return _Plan(call, tool, args, attempt)
         if decision is None:
             return _Plan(call, wait="approval")
         if decision.verdict == "deny":
             text = "a human denied this call"
             return _note(call, f"{text}: {decision.message}" if decision.message else text, "denied")
-        prefix = ""
-        if decision.args is not None:
-            try:
-                args = tool.validate(decision.args)
-            except ArgumentsInvalid as exc:
-                raise StateError(f"the edited arguments for call {call.id!r} are invalid: {exc}") from None
-            prefix = f"(a human edited the arguments to {json.dumps(decision.args, sort_keys=True)})\n"
-        return _Plan(call, tool, args, attempt, prefix=prefix)
+        if decision.args is None:
+            return _Plan(call, tool, args, attempt)
+        try:
+            args = tool.validate(decision.args)
+        except ArgumentsInvalid as exc:
+            raise StateError(f"the edited arguments for call {call.id!r} are invalid: {exc}") from None
+        edited = json.dumps(decision.args, sort_keys=True, ensure_ascii=False)
+        # The started call records the edited arguments, so a re-run after a crash uses them too.
+        return _Plan(
+            ToolCall(call.id, call.name, edited),
+            tool,
+            args,
+            attempt,
+            prefix=f"(a human edited the arguments to {edited})\n",
+        )
 
     async def _execute(self, run: _Run, todo: list[_Plan]) -> list[Event]:
         """Run the calls (concurrently when several); each result is committed as it lands."""
@@ -384,6 +382,22 @@ class _Plan:
     prefix: str = ""
     note: ToolFinished | None = None
     wait: str | None = None
+
+
+def _parse_args(call: ToolCall, tool: Tool) -> tuple[dict[str, Any], dict[str, Any]] | _Plan:
+    """The call's raw and validated arguments, or a note telling the model what is wrong."""
+    try:
+        raw = json.loads(call.arguments or "{}")
+        if not isinstance(raw, dict):
+            raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+    except (ValueError, RecursionError) as exc:
+        schema = json.dumps(tool.parameters, sort_keys=True)
+        text = f"arguments for tool {call.name!r} are not a JSON object ({exc}); send an object matching this schema: {schema}"
+        return _note(call, text, "bad-json")
+    try:
+        return raw, tool.validate(raw)
+    except ArgumentsInvalid as exc:
+        return _note(call, str(exc), "invalid-arguments")
 
 
 def _note(call: ToolCall, text: str, kind: ErrorKind) -> _Plan:

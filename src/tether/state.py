@@ -216,8 +216,11 @@ class Journal:
                 self.usage = self.usage + ev.message.usage
         elif isinstance(ev, ToolStarted):
             p = self.pending.get(ev.call.id)
-            if p is not None:
-                self.pending[ev.call.id] = replace(p, status="started", attempts=ev.attempt)
+            if p is not None:  # the started call carries the arguments it really ran with
+                self.pending[ev.call.id] = replace(p, call=ev.call, status="started", attempts=ev.attempt)
+            # A decision is spent once its call starts: a retry allows one attempt, and an
+            # approval was for the arguments shown, which the started call now records.
+            self.decisions.pop(ev.call.id, None)
             if ev.attempt == 1:
                 self.tool_calls += 1
         elif isinstance(ev, ToolFinished):

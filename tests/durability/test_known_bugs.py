@@ -1,10 +1,9 @@
-"""Minimal reproductions of durability bugs found by the crash matrix (strict xfail until fixed).
+"""Regression tests for durability bugs the crash matrix found (fixed in agent._plan and state.Journal).
 
 The "crash" here is a store that commits ``tool-started`` and then raises, the
 in-process equivalent of ``TETHER_CRASH_AT=after_started_commit``: the event is
 durable, the process that wrote it is gone. A fresh agent then resumes the run
-from the store, as a restarted worker would. docs/durability.md ("Known gaps")
-gives the proposed fix for each.
+from the store, as a restarted worker would.
 """
 
 from __future__ import annotations
@@ -51,7 +50,6 @@ async def crash_once(agent: Agent, store: DiesAfterStart, state: RunState) -> No
         await agent.run(state)
 
 
-@pytest.mark.xfail(strict=True, reason="agent._plan treats an approval as a retry of an interrupted once call")
 async def test_an_approved_once_call_interrupted_after_start_waits_for_a_human() -> None:
     ran: list[int] = []
 
@@ -69,7 +67,6 @@ async def test_an_approved_once_call_interrupted_after_start_waits_for_a_human()
     assert ran == []
 
 
-@pytest.mark.xfail(strict=True, reason="state.Journal keeps a retry decision after the retried attempt starts")
 async def test_a_retry_decision_allows_one_attempt_only() -> None:
     ran: list[int] = []
 
@@ -92,7 +89,6 @@ async def test_a_retry_decision_allows_one_attempt_only() -> None:
     assert ran == []
 
 
-@pytest.mark.xfail(strict=True, reason="re-running a started call ignores the arguments a human approved")
 async def test_a_call_approved_with_edited_arguments_reruns_with_those_arguments() -> None:
     ran: list[int] = []
 
