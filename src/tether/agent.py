@@ -392,8 +392,8 @@ def _parse_args(call: ToolCall, tool: Tool) -> tuple[dict[str, Any], dict[str, A
             raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
     except (ValueError, RecursionError) as exc:
         schema = json.dumps(tool.parameters, sort_keys=True)
-        text = f"arguments for tool {call.name!r} are not a JSON object ({exc}); send an object matching this schema: {schema}"
-        return _note(call, text, "bad-json")
+        text = f"arguments for tool {call.name!r} are not a JSON object ({exc}); "
+        return _note(call, f"{text}send an object matching this schema: {schema}", "bad-json")
     try:
         return raw, tool.validate(raw)
     except ArgumentsInvalid as exc:
