@@ -27,6 +27,7 @@ from .events import (
     ApprovalDecided,
     ApprovalRequested,
     Cancelled,
+    Compacted,
     ErrorKind,
     Event,
     Failed,
@@ -100,6 +101,7 @@ class Agent:
         store: RunStore | None = None,
         signing_key: bytes | None = None,
         approver: Approver | None = None,
+        compactor: Callable[[Context], Context] | None = None,
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
@@ -121,6 +123,7 @@ class Agent:
         self.store = store
         self.signing_key = signing_key
         self.approver = approver
+        self.compactor = compactor
         self.fingerprint = hashlib.sha256(
             ",".join(sorted(f"{t.name}:{t.fingerprint()}" for t in self.tool_list)).encode()
         ).hexdigest()[:16]
@@ -210,15 +213,23 @@ class Agent:
             if stop := run.check_budget():
                 yield await run.commit(stop)
                 return
+            if self.compactor is not None:
+                ctx = run.journal.context
+                shorter = self.compactor(ctx)
+                if shorter is not ctx and shorter != ctx:
+                    yield await run.commit(Compacted(shorter.messages))
             message = None
             try:
-                async for piece in ask(self.policy, run.journal.context, self.tool_list):
+                async for piece in run.ask():
                     if isinstance(piece, str):
                         yield Token(piece)
                     else:
                         message = piece
             except ProviderError as exc:
                 yield await run.commit(Failed(str(exc), "ProviderError"))
+                return
+            except TimeoutError:
+                yield await run.commit(LimitReached("seconds", self.max_seconds or 0))
                 return
             assert message is not None
             crash_point("after_model_response")
@@ -512,6 +523,21 @@ class _Run:
         if not self.ended and self.journal.run_id:
             with contextlib.suppress(StoreError, OSError):  # the original error matters more
                 await self.commit(ev)
+
+    async def ask(self) -> AsyncIterator[str | Message]:
+        """The policy's reply as pieces, each bounded by the run's time budget."""
+        pieces = ask(self.agent.policy, self.journal.context, self.agent.tool_list)
+        if self.deadline is None:
+            async for piece in pieces:
+                yield piece
+            return
+        while True:
+            async with asyncio.timeout_at(self.deadline):  # never spans a yield
+                try:
+                    piece = await anext(pieces)
+                except StopAsyncIteration:
+                    return
+            yield piece
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and asyncio.get_running_loop().time() >= self.deadline

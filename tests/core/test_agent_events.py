@@ -303,6 +303,18 @@ def test_wall_time_budget_interrupts_a_slow_tool() -> None:
     )
 
 
+def test_wall_time_budget_bounds_a_slow_model_too() -> None:
+    from tether import FunctionPolicy
+
+    async def slow_brain(ctx, tools):
+        await asyncio.sleep(30)
+        return "never"
+
+    result = Agent(FunctionPolicy(slow_brain), max_seconds=0.2).run_sync("go")
+    assert (result.status, result.limit) == ("limit-reached", "seconds")
+    assert [e.kind for e in result.events] == ["run-started", "limit-reached"]
+
+
 def test_a_cancel_event_cancels_running_tools_and_ends_with_cancelled() -> None:
     cancelled_inside: list[bool] = []
 
