@@ -95,7 +95,10 @@ class PostgresStore:
             if await cur.fetchone() is None:
                 raise conflict(run_id, await self._seq(conn, run_id), expected_seq)
             params = [(run_id, expected_seq + i, kind, body) for i, (kind, body) in enumerate(rows, 1)]
-            await conn.cursor().executemany(self._sql["insert"], params)
+            if len(params) == 1:
+                await conn.execute(self._sql["insert"], params[0])
+            else:
+                await conn.cursor().executemany(self._sql["insert"], params)  # pipelined
         return new_seq
 
     async def load(self, run_id: str) -> list[Event]:
