@@ -143,3 +143,16 @@ def test_writers_in_parallel_threads_never_share_a_seq(tmp_path: Path) -> None:
             assert events[seq - 1] == ApprovalDecided({"writer": n})
     assert store.integrity_check() == "ok"
     store.close()
+
+
+async def test_a_writer_locked_out_past_busy_timeout_gets_store_error_and_writes_nothing(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db", busy_timeout=0.05)
+    other = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    with pytest.raises(StoreError, match="database is locked"):
+        await store.append("r", [RunStarted("r")], expected_seq=0)
+    other.execute("ROLLBACK")
+    other.close()
+    assert await store.load("r") == []
+    assert await store.append("r", [RunStarted("r")], expected_seq=0) == 1
+    store.close()
