@@ -13,18 +13,20 @@ backend that can decode under a JSON Schema can use it:
   yields request bodies (OpenAI chat-completions shape, with
   ``response_format: {"type": "json_schema", ...}``), receives each
   :class:`Completion`, and returns the assistant Message. Its repeat guard asks
-  again allowing only ``final_answer`` when the model repeats its previous
-  call exactly or has used up its tool-call budget for the task.
-* :func:`drive` runs that generator with any async ``complete`` function;
-  :class:`~tether.providers.local.LocalModel` drives it in-process and
-  :class:`ConstrainedOpenAI` over HTTP.
+  again allowing only ``final_answer`` when the model repeats a call it
+  already made for the task or has used up its tool-call budget.
+* :func:`drive` runs that generator with any async ``complete`` function, and
+  :func:`drive_stream` with a streaming one (passing on only the text of a
+  ``final_answer``); :class:`~tether.providers.local.LocalModel` drives it
+  in-process and :class:`ConstrainedOpenAI` over HTTP.
 
 How the notebook is shown to the model: one system message (the agent's
 instructions, then one line per tool); user messages as they are; a tool call
 as the JSON object the model wrote; a tool result as a user message
-``Result of <tool>: ...`` followed by a nudge to call ``final_answer`` once it
-has what it needs. Rendering is deterministic, so each request is a prefix of
-the next and the server's prompt cache hits.
+``<tool> returned: ...`` followed by a nudge to call ``final_answer`` once it
+has what it needs (several results in a row share one user message).
+Rendering is deterministic, so each request is a prefix of the next and the
+server's prompt cache hits.
 
 >>> from tether import tool
 >>> @tool(effect="none")
@@ -39,7 +41,7 @@ the next and the server's prompt cache hits.
 
 from __future__ import annotations
 
-import asyncio
+import contextvars
 import copy
 import json
 import re
@@ -51,10 +53,15 @@ from ..context import Context
 from ..exceptions import ProviderError, UserError
 from ..messages import Message, ToolCall, Usage, new_call_id
 from ..tools import Tool
+from ._http import dumps
+from .openai_compat import OpenAICompatible
 
 FINAL_ANSWER = "final_answer"
 MAX_RESULT_CHARS = 6000  # a tool result longer than this is cut before the model sees it
-NUDGE = "If that answers the user's question, call final_answer with the answer in a short sentence; otherwise call another tool."
+NUDGE = (
+    "If that answers the user's question, call final_answer with the answer in a short sentence; "
+    "otherwise call another tool."
+)
 ERROR_NUDGE = "Fix the call and try again, or call final_answer to explain the problem."
 FINAL_ONLY = "Now answer the user with final_answer."
 
@@ -65,7 +72,6 @@ class Completion:
 
     text: str
     usage: Usage = Usage()
-    truncated: bool = False  # generation stopped at max_tokens
 
 
 # -- the JSON Schema -------------------------------------------------------
@@ -147,8 +153,7 @@ def system_prompt(tools: Sequence[Tool], instructions: str = "") -> str:
     """The protocol's system prompt: instructions, then one line per tool."""
     lines = [instructions.strip()] if instructions.strip() else []
     lines.append(
-        "Reply with one JSON object that calls exactly one tool: "
-        '{"name": <tool name>, "arguments": {...}}. Tools:'
+        'Reply with one JSON object that calls exactly one tool: {"name": <tool name>, "arguments": {...}}. Tools:'
     )
     lines += [f"- {tool_line(t)}" for t in tools]
     lines.append(f"- {FINAL_ANSWER}(text): answer the user; use it as soon as you can answer.")
@@ -176,15 +181,13 @@ def render(context: Context, tools: Sequence[Tool], *, final_only: bool = False)
     """The notebook as OpenAI chat messages for the constrained protocol."""
     instructions = "\n\n".join(m.content for m in context if m.role == "system")
     out: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(tools, instructions)}]
-    question = ""
     for m in context:
         if m.role == "user":
-            question = m.content
             out.append({"role": "user", "content": m.content})
         elif m.role == "assistant":
             out.append({"role": "assistant", "content": _assistant_text(m)})
         elif m.role == "tool":
-            _append_user(out, _result_text(m, question))
+            _append_user(out, _result_text(m))
     if final_only:
         _append_user(out, FINAL_ONLY)
     return out
@@ -209,7 +212,7 @@ def _loads_or_raw(arguments: str) -> Any:
         return arguments
 
 
-def _result_text(m: Message, question: str) -> str:
+def _result_text(m: Message) -> str:
     content = m.content
     if len(content) > MAX_RESULT_CHARS:
         content = content[:MAX_RESULT_CHARS] + f"\n[... cut: {len(m.content):,} characters in all]"
@@ -290,9 +293,7 @@ class AnswerStream:
     ('Hel', 'lo\\n')
     """
 
-    _START = re.compile(
-        r'\s*\{\s*"name"\s*:\s*"' + FINAL_ANSWER + r'"\s*,\s*"arguments"\s*:\s*\{\s*"text"\s*:\s*"'
-    )
+    _START = re.compile(r'\s*\{\s*"name"\s*:\s*"' + FINAL_ANSWER + r'"\s*,\s*"arguments"\s*:\s*\{\s*"text"\s*:\s*"')
 
     def __init__(self) -> None:
         self._raw = ""
@@ -351,14 +352,19 @@ def calls_this_task(context: Context) -> int:
     return n
 
 
-def repeats_previous(context: Context, reply: Message) -> bool:
-    """True if ``reply`` makes exactly the call the model made last time."""
-    if not reply.tool_calls:
-        return False
-    previous = next((m for m in reversed(context.messages) if m.role == "assistant"), None)
-    if previous is None or not previous.tool_calls:
-        return False
-    return [_key(c) for c in reply.tool_calls] == [_key(c) for c in previous.tool_calls]
+def repeats_a_call(context: Context, reply: Message) -> bool:
+    """True if ``reply`` makes a call (same tool, same arguments) already made in this task.
+
+    Small models that lose the thread tend to go round in circles: the same
+    call again, or two calls in turn. Either way the answer is already in the
+    notebook, so the guard asks for ``final_answer`` instead.
+    """
+    made: set[tuple[str, Any]] = set()
+    for m in reversed(context.messages):
+        if m.role == "user":
+            break
+        made.update(_key(c) for c in m.tool_calls)
+    return any(_key(c) in made for c in reply.tool_calls)
 
 
 def _key(call: ToolCall) -> tuple[str, Any]:
@@ -374,15 +380,15 @@ Turn = Generator[dict[str, Any], Completion, Message]
 def turn(context: Context, tools: Sequence[Tool], *, max_tool_calls: int = 6) -> Turn:
     """One decision under the protocol: yields request bodies, receives Completions.
 
-    Asks once; if the model repeats its previous call exactly, or the task has
-    used ``max_tool_calls`` calls already, asks (again) allowing only
-    ``final_answer``. The returned Message carries the usage of every request.
+    Asks once; if the model repeats a call it already made for this task, or
+    the task has used ``max_tool_calls`` calls already, asks (again) allowing
+    only ``final_answer``. The returned Message carries the usage of every request.
     """
     final_only = bool(tools) and calls_this_task(context) >= max_tool_calls
     done = yield request(context, tools, final_only=final_only)
     usage = done.usage
     reply = _reply(done, tools)
-    if not final_only and repeats_previous(context, reply):
+    if not final_only and repeats_a_call(context, reply):
         done = yield request(context, tools, final_only=True)
         usage += done.usage
         reply = _reply(done, tools)
@@ -405,115 +411,117 @@ async def drive(flow: Turn, complete: Callable[[dict[str, Any]], Awaitable[Compl
             return result
 
 
+Send = Callable[[dict[str, Any]], AsyncIterator["str | Completion"]]
+
+
+async def drive_stream(flow: Turn, send: Send, *, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
+    """Run a :func:`turn` with a streaming ``send`` (text pieces, then one Completion).
+
+    With tools, only the text of a ``final_answer`` is passed on: a user sees
+    the answer as it is written and never a tool call's JSON. Ends with the Message.
+    """
+    body = next(flow)
+    while True:
+        answer = AnswerStream() if tools else None
+        done = None
+        async for piece in send(body):
+            if isinstance(piece, Completion):
+                done = piece
+            elif text := (answer.feed(piece) if answer else piece):
+                yield text
+        if done is None:
+            raise ProviderError("the model's stream ended without a completion")
+        try:
+            body = flow.send(done)
+        except StopIteration as stop:
+            yield stop.value
+            return
+
+
 # -- any OpenAI-compatible server with json_schema ----------------------------
 
+# The constrained request that ConstrainedOpenAI.body() sends next (see stream()).
+_REQUEST: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("tether_constrained_request")
 
-class ConstrainedOpenAI:
+
+class ConstrainedOpenAI(OpenAICompatible):
     """A Policy for any OpenAI-compatible server that decodes under ``json_schema``.
 
-    Use it for small open models (llama.cpp server, vLLM, Ollama, LM Studio...)
-    that cannot be trusted to emit ``tool_calls``: tool choice goes through the
-    constrained protocol above. Simple by design: one non-streaming request per
-    decision, retried on 408/409/429/5xx and connection errors.
+    For small open models (llama.cpp server, vLLM, Ollama, LM Studio...) that
+    cannot be trusted to emit ``tool_calls``: tool choice goes through the
+    constrained protocol above, and each request asks for
+    ``response_format: {"type": "json_schema", ...}`` instead of sending
+    ``tools``. Transport, retries and streaming are
+    :class:`~tether.providers.OpenAICompatible`'s; with ``stream=True`` only
+    the text of a ``final_answer`` is streamed, never a tool call's JSON.
+    No API key is read from the environment unless ``api_key_env`` names one.
 
-    >>> policy = ConstrainedOpenAI("http://127.0.0.1:8080/v1", model="qwen")
+    >>> policy = ConstrainedOpenAI("qwen", base_url="http://127.0.0.1:8080/v1")
     """
+
+    label = "constrained OpenAI-compatible"
+    key_env = ""
 
     def __init__(
         self,
-        base_url: str,
-        *,
         model: str = "",
-        api_key: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 512,
+        *,
+        base_url: str,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = 512,
         max_tool_calls: int = 6,
-        timeout: float = 120.0,
-        max_retries: int = 2,
-        extra_body: dict[str, Any] | None = None,
-        client: Any = None,
+        stream: bool = False,
+        **options: Any,
     ) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
-        self.params.update(extra_body or {})
+        super().__init__(
+            model, base_url=base_url, temperature=temperature, max_tokens=max_tokens, stream=stream, **options
+        )
         self.max_tool_calls = max_tool_calls
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self._client = client
+
+    def body(self, context: Context, tools: Sequence[Tool]) -> bytes:
+        payload: dict[str, Any] = {"model": self.model} if self.model else {}
+        if self.streaming:
+            payload["stream"] = True
+            payload["stream_options"] = {"include_usage": True}
+        if self.temperature is not None:
+            payload["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            payload["max_tokens"] = self.max_tokens
+        payload.update(self.extra_body)
+        request = _REQUEST.get()
+        if "response_format" in request:
+            payload["response_format"] = request["response_format"]
+        payload["messages"] = request["messages"]  # last, so each body is a prefix of the next
+        return dumps(payload)
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
-        return await drive(turn(context, tools, max_tool_calls=self.max_tool_calls), self._complete)
+        async for piece in self.stream(context, tools):
+            if isinstance(piece, Message):
+                return piece
+        raise AssertionError("unreachable: stream() always ends with a Message")
 
-    async def _complete(self, body: dict[str, Any]) -> Completion:
-        from ..policy import check_model_request
+    async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
+        """Text of the answer as it arrives (with ``stream=True``), then the Message."""
 
-        check_model_request(self.url)
-        payload = {"model": self.model, **self.params, **body} if self.model else {**self.params, **body}
-        data = await self._post(payload)
-        return completion_of(data)
+        async def send(body: dict[str, Any]) -> AsyncIterator[str | Completion]:
+            _REQUEST.set(body)
+            async for piece in OpenAICompatible.stream(self, context, tools):
+                if isinstance(piece, Message):
+                    yield Completion(piece.content, piece.usage or Usage(requests=1))
+                else:
+                    yield piece
 
-    async def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
-        import httpx
-
-        from ._retry import retry_delay
-
-        attempt = 0
-        while True:
-            status, headers, text = None, {}, ""
-            try:
-                response = await self._send(payload)
-                if response.status_code == 200:
-                    return _json_object(response.text)
-                status, headers, text = response.status_code, dict(response.headers), response.text
-                error = f"HTTP {status} from {self.url!r}: {text[:300]}"
-            except httpx.HTTPError as exc:
-                error = f"request to {self.url!r} failed: {type(exc).__name__}: {exc}"
-            delay = retry_delay(status, headers, attempt, max_retries=self.max_retries, body=text)
-            if delay is None:
-                retryable = status is None or status in (408, 409, 429) or status >= 500
-                raise ProviderError(error, status_code=status, body=text or None, retryable=retryable)
-            await asyncio.sleep(delay)
-            attempt += 1
-
-    async def _send(self, payload: dict[str, Any]) -> Any:
-        import httpx
-
-        if self._client is not None:
-            return await self._client.post(self.url, json=payload, headers=self.headers, timeout=self.timeout)
-        async with httpx.AsyncClient(timeout=self.timeout) as client:
-            return await client.post(self.url, json=payload, headers=self.headers)
-
-    def __repr__(self) -> str:
-        return f"ConstrainedOpenAI({self.url!r}, model={self.model!r})"
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise ProviderError(f"the server sent a body that is not JSON: {text[:200]!r}", body=text) from None
-    if not isinstance(data, dict):
-        raise ProviderError(f"the server sent {type(data).__name__}, not a JSON object", body=text)
-    return data
+        flow = turn(context, tools, max_tool_calls=self.max_tool_calls)
+        async for piece in drive_stream(flow, send, tools=tools):
+            yield piece
 
 
 def completion_of(data: dict[str, Any]) -> Completion:
     """A :class:`Completion` from a chat-completions response body."""
     try:
-        choice = data["choices"][0]
-        text = choice["message"].get("content") or ""
+        text = data["choices"][0]["message"].get("content") or ""
     except (KeyError, IndexError, TypeError, AttributeError):
         raise ProviderError(f"unexpected response shape: {json.dumps(data)[:300]}", body=json.dumps(data)) from None
     u = data.get("usage") or {}
     usage = Usage(int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0)), 1)
-    return Completion(text, usage, truncated=choice.get("finish_reason") == "length")
-
-
-async def aiter_answer(pieces: AsyncIterator[str]) -> AsyncIterator[str]:
-    """Only the ``final_answer`` text of a streamed JSON reply."""
-    stream = AnswerStream()
-    async for piece in pieces:
-        if text := stream.feed(piece):
-            yield text
+    return Completion(text, usage)

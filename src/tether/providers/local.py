@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import importlib
 import os
 import secrets
 import threading
@@ -35,7 +36,7 @@ from ..exceptions import ProviderError, UserError
 from ..messages import Message, Usage
 from ..tools import Tool
 from ._weights import WEIGHTS, gguf_path
-from .constrained import AnswerStream, Completion, completion_of, drive, turn
+from .constrained import Completion, completion_of, drive, drive_stream, turn
 
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 INSTALL = "pip install 'tether[local]'"
@@ -84,21 +85,8 @@ class LocalModel:
     async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
         """Like :meth:`decide`, streaming the answer text (never a tool call's JSON)."""
         flow = turn(context, tools, max_tool_calls=self.max_tool_calls)
-        body = next(flow)
-        while True:
-            answer = AnswerStream() if tools else None
-            done = None
-            async for piece in self._stream_one(body):
-                if isinstance(piece, Completion):
-                    done = piece
-                elif text := (answer.feed(piece) if answer else piece):
-                    yield text
-            assert done is not None
-            try:
-                body = flow.send(done)
-            except StopIteration as stop:
-                yield stop.value
-                return
+        async for piece in drive_stream(flow, self._stream_one, tools=tools):
+            yield piece
 
     # -- talking to the binding ------------------------------------------------
 
@@ -157,7 +145,7 @@ async def _drain(
     queue: asyncio.Queue[dict[str, Any] | BaseException | None],
 ) -> AsyncIterator[str | Completion]:
     parts: list[str] = []
-    usage, truncated = Usage(requests=1), False
+    usage = Usage(requests=1)
     while (chunk := await queue.get()) is not None:
         if isinstance(chunk, BaseException):
             if isinstance(chunk, ValueError | RuntimeError):
@@ -166,13 +154,12 @@ async def _drain(
         if "error" in chunk:
             raise ProviderError(f"the local model failed: {chunk['error']!r}"[:500], body=str(chunk))
         for choice in chunk.get("choices") or ():
-            truncated = truncated or choice.get("finish_reason") == "length"
             if text := (choice.get("delta") or {}).get("content"):
                 parts.append(text)
                 yield text
         if u := chunk.get("usage"):
             usage = Usage(int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0)), 1)
-    yield Completion("".join(parts), usage, truncated)
+    yield Completion("".join(parts), usage)
 
 
 # -- one server per (file, threads, context size) per process -------------------
@@ -215,11 +202,10 @@ def start_server(path: Path, *, threads: int = 1, context_size: int = 8192, api_
 
 def _import_binding() -> Any:
     try:
-        import xllamacpp
+        return importlib.import_module("xllamacpp")
     except ImportError as exc:
         names = " or ".join(repr(n) for n in WEIGHTS if n.startswith("qwen"))
         raise UserError(
             f"the local model needs the xllamacpp runtime: {INSTALL} "
             f"(and the weights of {names}; see docs/local_model.md)"
         ) from exc
-    return xllamacpp

@@ -1,0 +1,382 @@
+"""The constrained tool-calling protocol: schema, prompt, parsing, streaming and the guard.
+
+All pure functions, tested without a model; ``ConstrainedOpenAI`` is tested
+against the scripted fake provider server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pydantic
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from providers.fakeserver import FakeServer, Reply
+from providers.fakeserver import turn as reply
+from tether import Agent, Context, Message, ToolCall, Usage, UserError, tool
+from tether.exceptions import ModelRequestsBlocked, ProviderError
+from tether.providers.constrained import (
+    ERROR_NUDGE,
+    FINAL_ONLY,
+    MAX_RESULT_CHARS,
+    NUDGE,
+    AnswerStream,
+    Completion,
+    ConstrainedOpenAI,
+    calls_this_task,
+    choice_schema,
+    drive,
+    parse_reply,
+    render,
+    repeats_a_call,
+    request,
+    system_prompt,
+    turn,
+)
+
+
+@tool(effect="none")
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first number.
+        b: the second number.
+    """
+    return a + b
+
+
+@tool(effect="none")
+def shout(text: str) -> str:
+    """Make text loud."""
+    return text.upper()
+
+
+def call(name: str, args: dict[str, Any]) -> str:
+    return json.dumps({"name": name, "arguments": args})
+
+
+def final(text: str) -> str:
+    return call("final_answer", {"text": text})
+
+
+# -- schema ------------------------------------------------------------------
+
+
+def test_the_schema_is_a_choice_over_the_tools_and_final_answer() -> None:
+    schema = choice_schema([add, shout])
+    assert [c["properties"]["name"] for c in schema["anyOf"]] == [
+        {"const": "add"},
+        {"const": "shout"},
+        {"const": "final_answer"},
+    ]
+    first = schema["anyOf"][0]
+    assert first["required"] == ["name", "arguments"]
+    assert first["additionalProperties"] is False
+    assert first["properties"]["arguments"] == add.parameters
+    assert schema["anyOf"][2]["properties"]["arguments"] == {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+
+
+def test_final_only_leaves_just_final_answer() -> None:
+    schema = choice_schema([add, shout], final_only=True)
+    assert [c["properties"]["name"]["const"] for c in schema["anyOf"]] == ["final_answer"]
+
+
+def test_hand_written_schemas_get_no_extra_properties() -> None:
+    from tether import Tool
+
+    loose = Tool("loose", "A tool.", {"type": "object", "properties": {"x": {"type": "string"}}}, fn=lambda x: x)
+    args = choice_schema([loose])["anyOf"][0]["properties"]["arguments"]
+    assert args["additionalProperties"] is False
+    assert "additionalProperties" not in loose.parameters  # the tool itself is untouched
+
+
+class Point(pydantic.BaseModel):
+    x: int
+    y: int
+
+
+def test_nested_model_definitions_move_to_the_root_and_refs_follow() -> None:
+    @tool(effect="none")
+    def plot(where: Point) -> str:
+        """Plot a point."""
+        return "ok"
+
+    schema = choice_schema([plot])
+    assert "plot__Point" in schema["$defs"]
+    assert schema["anyOf"][0]["properties"]["arguments"]["properties"]["where"] == {"$ref": "#/$defs/plot__Point"}
+    assert "$defs" not in schema["anyOf"][0]["properties"]["arguments"]
+
+
+def test_a_tool_named_final_answer_is_refused() -> None:
+    @tool(effect="none")
+    def final_answer(text: str) -> str:
+        """Clash."""
+        return text
+
+    with pytest.raises(UserError, match=r"'final_answer'.*reserves"):
+        choice_schema([final_answer])
+
+
+# -- prompt ------------------------------------------------------------------
+
+
+def test_the_system_prompt_lists_one_line_per_tool_after_the_instructions() -> None:
+    lines = system_prompt([add, shout], "Be brief.").splitlines()
+    assert lines[0] == "Be brief."
+    assert "- add(a, b): Add two integers. a: the first number; b: the second number." in lines
+    assert "- shout(text): Make text loud." in lines
+    assert any(line.startswith("- final_answer(text)") for line in lines)
+
+
+def _conversation() -> Context:
+    return Context(
+        [
+            Message.system("Be brief."),
+            Message.user("2+3?"),
+            Message.assistant("", [ToolCall.of("add", {"a": 2, "b": 3}, id="c1")]),
+            Message.tool_result("c1", "5", name="add"),
+        ]
+    )
+
+
+def test_the_notebook_is_rendered_as_plain_chat() -> None:
+    out = render(_conversation(), [add])
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
+    assert out[0]["content"].startswith("Be brief.\n")
+    assert json.loads(out[2]["content"]) == {"name": "add", "arguments": {"a": 2, "b": 3}}
+    assert out[3]["content"] == f"add returned: 5\n{NUDGE}"
+
+
+def test_errors_and_several_results_share_one_user_turn() -> None:
+    ctx = Context(
+        [
+            Message.user("go"),
+            Message.assistant(
+                "", [ToolCall.of("add", {"a": 1}, id="c1"), ToolCall.of("shout", {"text": "x"}, id="c2")]
+            ),
+            Message.tool_result("c1", "field 'b' missing", name="add", is_error=True),
+            Message.tool_result("c2", "X", name="shout"),
+        ]
+    )
+    out = render(ctx, [add, shout])
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
+    assert out[3]["content"] == f"add failed: field 'b' missing\n{ERROR_NUDGE}\n\nshout returned: X\n{NUDGE}"
+
+
+def test_long_results_are_cut_and_say_so() -> None:
+    ctx = Context([Message.user("read"), Message.assistant("", [ToolCall.of("shout", {}, id="c")])])
+    ctx = ctx.add(Message.tool_result("c", "y" * (MAX_RESULT_CHARS + 50), name="shout"))
+    text = render(ctx, [shout])[-1]["content"]
+    assert f"[... cut: {MAX_RESULT_CHARS + 50:,} characters in all]" in text
+    assert "y" * (MAX_RESULT_CHARS + 1) not in text
+
+
+def test_each_request_is_a_prefix_of_the_next() -> None:
+    first = _conversation()
+    later = first.add(
+        Message.assistant("5"),
+        Message.user("and 4+4?"),
+        Message.assistant("", [ToolCall.of("add", {"a": 4, "b": 4}, id="c2")]),
+        Message.tool_result("c2", "8", name="add"),
+    )
+    a, b = request(first, [add]), request(later, [add])
+    assert b["messages"][: len(a["messages"])] == a["messages"]
+    assert a["response_format"] == b["response_format"]
+    assert json.loads(b["messages"][4]["content"]) == {"name": "final_answer", "arguments": {"text": "5"}}
+
+
+def test_without_tools_it_is_a_plain_chat_request() -> None:
+    body = request(Context([Message.user("hi")]), [])
+    assert body == {"messages": [{"role": "user", "content": "hi"}]}
+
+
+# -- parsing -----------------------------------------------------------------
+
+
+def test_a_tool_call_reply_becomes_one_tool_call() -> None:
+    message = parse_reply('{\n  "name": "add",\n  "arguments": {"a": 1, "b": 2}\n}', call_id="c9")
+    assert message.tool_calls == (ToolCall("c9", "add", '{"a": 1, "b": 2}'),)
+    assert message.content == ""
+
+
+def test_a_final_answer_reply_becomes_plain_text() -> None:
+    message = parse_reply(final("It is 5."))
+    assert message == Message.assistant("It is 5.")
+
+
+def test_a_cut_off_tool_call_keeps_its_raw_arguments_for_the_loop_to_report() -> None:
+    message = parse_reply('{"name": "add", "arguments": {"a": 1, "b"')
+    assert message.tool_calls[0].name == "add"
+    assert message.tool_calls[0].arguments == '{"a": 1, "b"'
+
+
+def test_a_cut_off_answer_keeps_the_text_so_far() -> None:
+    assert parse_reply('{"name": "final_answer", "arguments": {"text": "The ans').content == "The ans"
+
+
+@pytest.mark.parametrize("text", ["Sure! 5", "[1, 2]", '{"arguments": {}}'])
+def test_replies_that_are_no_call_at_all_are_provider_errors(text: str) -> None:
+    with pytest.raises(ProviderError, match="reply is not"):
+        parse_reply(text)
+
+
+@given(st.text(), st.lists(st.integers(min_value=0, max_value=400), max_size=12), st.booleans())
+def test_a_streamed_answer_comes_out_exactly_however_it_is_split(text: str, cuts: list[int], ascii: bool) -> None:
+    raw = json.dumps({"name": "final_answer", "arguments": {"text": text}}, indent=2, ensure_ascii=ascii)
+    stream = AnswerStream()
+    points = sorted({min(c, len(raw)) for c in cuts})
+    pieces = [raw[i:j] for i, j in zip([0, *points], [*points, len(raw)], strict=True)]
+    assert "".join(stream.feed(p) for p in pieces) == text
+
+
+def test_a_streamed_tool_call_shows_nothing() -> None:
+    stream = AnswerStream()
+    raw = call("shout", {"text": "not for the user"})
+    assert [stream.feed(raw[i : i + 5]) for i in range(0, len(raw), 5)] == [""] * len(range(0, len(raw), 5))
+
+
+# -- the guard and the turn ----------------------------------------------------
+
+
+async def _run_turn(context: Context, tools: list[Any], replies: list[str], **options: Any) -> tuple[Message, list]:
+    sent: list[dict[str, Any]] = []
+    queue = list(replies)
+
+    async def complete(body: dict[str, Any]) -> Completion:
+        sent.append(body)
+        return Completion(queue.pop(0), Usage(10, 3, 1))
+
+    message = await drive(turn(context, tools, **options), complete)
+    assert queue == [], "every scripted reply is used"
+    return message, sent
+
+
+def _names(body: dict[str, Any]) -> list[str]:
+    return [c["properties"]["name"]["const"] for c in body["response_format"]["json_schema"]["schema"]["anyOf"]]
+
+
+async def test_one_request_per_decision_normally() -> None:
+    message, sent = await _run_turn(Context([Message.user("2+3?")]), [add], [call("add", {"a": 2, "b": 3})])
+    assert message.tool_calls[0].name == "add"
+    assert message.usage == Usage(10, 3, 1)
+    assert _names(sent[0]) == ["add", "final_answer"]
+
+
+async def test_repeating_a_call_asks_again_for_the_final_answer_only() -> None:
+    repeat = call("add", {"b": 3, "a": 2})  # same call, other key order
+    message, sent = await _run_turn(_conversation(), [add], [repeat, final("5")])
+    assert message == Message.assistant("5")
+    assert message.usage == Usage(20, 6, 2)
+    assert _names(sent[1]) == ["final_answer"]
+    first, second = sent[0]["messages"], sent[1]["messages"]
+    assert second[:-1] == first[:-1]
+    assert second[-1]["content"] == first[-1]["content"] + "\n\n" + FINAL_ONLY
+
+
+async def test_going_round_in_circles_counts_as_repeating() -> None:
+    ctx = _conversation().add(
+        Message.assistant("", [ToolCall.of("shout", {"text": "x"}, id="c2")]),
+        Message.tool_result("c2", "X", name="shout"),
+    )
+    assert repeats_a_call(ctx, parse_reply(call("add", {"a": 2, "b": 3})))
+    assert not repeats_a_call(ctx, parse_reply(call("add", {"a": 2, "b": 4})))
+    assert not repeats_a_call(ctx.add(Message.user("again please")), parse_reply(call("add", {"a": 2, "b": 3})))
+
+
+async def test_a_used_up_budget_allows_only_the_final_answer() -> None:
+    ctx = _conversation()
+    assert calls_this_task(ctx) == 1
+    message, sent = await _run_turn(ctx, [add], [final("5")], max_tool_calls=1)
+    assert message.content == "5"
+    assert len(sent) == 1 and _names(sent[0]) == ["final_answer"]
+
+
+async def test_a_new_user_message_starts_a_new_budget() -> None:
+    ctx = _conversation().add(Message.assistant("5"), Message.user("and 1+1?"))
+    assert calls_this_task(ctx) == 0
+    _, sent = await _run_turn(ctx, [add], [call("add", {"a": 1, "b": 1})], max_tool_calls=1)
+    assert _names(sent[0]) == ["add", "final_answer"]
+
+
+# -- over HTTP: ConstrainedOpenAI ----------------------------------------------
+
+
+@pytest.fixture
+def server() -> Any:
+    with FakeServer() as fake:
+        yield fake
+
+
+async def _no_sleep(delay: float) -> None:
+    return None
+
+
+async def test_an_agent_run_over_http_sends_json_schema_instead_of_tools(server: FakeServer) -> None:
+    server.push(reply(call("add", {"a": 2, "b": 3})), reply(final("2 + 3 = 5")))
+    model = ConstrainedOpenAI("qwen", base_url=server.openai_url, api_key="k")
+    result = await Agent(model, [add]).run("2+3?")
+    await model.aclose()
+    assert result.output == "2 + 3 = 5"
+    assert [m.role for m in result.context] == ["user", "assistant", "tool", "assistant"]
+    first = server.requests[0]
+    body = first.json()
+    assert first.headers["authorization"] == "Bearer k"
+    assert "tools" not in body
+    assert body["model"] == "qwen" and body["temperature"] == 0.0 and body["max_tokens"] == 512
+    assert body["response_format"]["type"] == "json_schema"
+    assert list(body)[-1] == "messages"
+    assert server.requests[1].body.startswith(first.body[: first.body.index(b'"messages"')])
+    server.assert_consumed()
+
+
+async def test_streaming_over_http_shows_only_the_answer_text(server: FakeServer) -> None:
+    server.push(reply(call("add", {"a": 2, "b": 3}), chunk=3), reply(final("It is 5."), chunk=3))
+    model = ConstrainedOpenAI("qwen", base_url=server.openai_url, stream=True)
+    tokens = [ev.text async for ev in Agent(model, [add]).stream("2+3?") if ev.kind == "token"]
+    await model.aclose()
+    assert "".join(tokens) == "It is 5."
+    assert len(tokens) > 1
+    assert all(r.streaming for r in server.requests)
+
+
+async def test_transient_server_errors_are_retried(server: FakeServer) -> None:
+    server.push(Reply.error(503), reply(final("ok")))
+    model = ConstrainedOpenAI(base_url=server.openai_url, sleep=_no_sleep)
+    message = await model.decide(Context([Message.user("hi")]), [add])
+    await model.aclose()
+    assert message.content == "ok"
+    assert len(server.requests) == 2
+    assert "model" not in server.requests[1].json()
+
+
+async def test_a_bad_request_is_a_provider_error(server: FakeServer) -> None:
+    server.push(Reply.error(400, "json_schema not supported"))
+    model = ConstrainedOpenAI(base_url=server.openai_url)
+    with pytest.raises(ProviderError, match="json_schema not supported") as err:
+        await model.decide(Context([Message.user("hi")]), [add])
+    await model.aclose()
+    assert err.value.status_code == 400
+
+
+async def test_no_key_is_taken_from_the_environment(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-local-servers")
+    server.push(reply(final("ok")))
+    model = ConstrainedOpenAI(base_url=server.openai_url)
+    await model.decide(Context([Message.user("hi")]), [add])
+    await model.aclose()
+    assert "authorization" not in server.requests[0].headers
+
+
+async def test_real_network_requests_are_blocked_in_tests() -> None:
+    model = ConstrainedOpenAI(base_url="https://models.example.com/v1")
+    with pytest.raises(ModelRequestsBlocked):
+        await model.decide(Context([Message.user("hi")]), [add])
