@@ -217,6 +217,8 @@ class Verdict:
     problems: list[str] = field(default_factory=list)
     executions: Counter[str] = field(default_factory=Counter)
     extra_model_calls: int = 0
+    reordered_turns: int = 0
+    repeated_answers: int = 0
     kills: int = 0
     runs: int = 0
 
@@ -237,6 +239,8 @@ def judge(
         v.kills += story.kills
         problems = judge_run(run_id, plan, events[run_id], statuses[run_id], by_run[run_id], story, v)
         problems += compare(run_id, events[run_id], expected[run_id], story.skipped())
+        v.reordered_turns += reordered_turns(events[run_id])
+        v.repeated_answers += repeated_answers(events[run_id])
         v.problems += [f"{run_id}: {p}" for p in problems]
     return v
 
@@ -287,11 +291,20 @@ def judge_call(
 def compare(
     run_id: str, events: list[Any], expected: list[dict[str, Any]], skipped: frozenset[str]
 ) -> list[str]:  # fmt: skip
-    got = messages_of(events, skipped)
-    want = [
+    """Problems if the notebook differs from the reference (within a turn, in any order).
+
+    Two known gaps (docs/durability.md) are set aside here and counted instead:
+    the order of one turn's results (after a crash, results committed before it
+    enter the notebook before those of calls re-run after it;
+    :func:`reordered_turns`), and a final answer asked for again after a crash
+    that followed its commit (:func:`repeated_answers`). Strict-xfail tests in
+    test_known_bugs.py hold both.
+    """
+    got = call_ordered(without_repeated_answer(messages_of(events, skipped)))
+    want = call_ordered([
         {**m, "content": "<skipped by a human>", "is_error": None} if m.get("tool_call_id") in skipped else m
         for m in expected
-    ]
+    ])  # fmt: skip
     if got == want:
         return []
     first = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
@@ -299,3 +312,47 @@ def compare(
         f"notebook differs from the reference at message {first}: "
         f"got {got[first:first + 1]!r}, want {want[first:first + 1]!r} ({len(got)} vs {len(want)} messages)"
     ]
+
+
+def without_repeated_answer(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop a final answer that was asked for again after a crash (a known gap)."""
+    out = list(messages)
+    while len(out) >= 2 and all(m["role"] == "assistant" and not m.get("tool_calls") for m in out[-2:]):
+        del out[-2]
+    return out
+
+
+def repeated_answers(events: list[Any]) -> int:
+    return len(messages_of(events)) - len(without_repeated_answer(messages_of(events)))
+
+
+def call_ordered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The notebook with each turn's tool results put in the order of the calls."""
+    out: list[dict[str, Any]] = []
+    order: dict[str, int] = {}
+    for m in messages:
+        if m["role"] == "assistant":
+            order = {c["id"]: i for i, c in enumerate(m.get("tool_calls", []))}
+        out.append(m)
+        i = len(out) - 1
+        while m["role"] == "tool" and i > 0 and out[i - 1]["role"] == "tool" and _rank(out[i - 1], order) > _rank(m, order):
+            out[i - 1], out[i] = out[i], out[i - 1]
+            i -= 1
+    return out
+
+
+def _rank(m: dict[str, Any], order: dict[str, int]) -> int:
+    return order.get(m.get("tool_call_id") or "", len(order))
+
+
+def reordered_turns(events: list[Any]) -> int:
+    """How many turns of the run have their results out of call order in the notebook."""
+    count, order, last, bad = 0, {}, -1, False
+    for m in messages_of(events):
+        if m["role"] == "assistant":
+            count += bad
+            order, last, bad = {c["id"]: i for i, c in enumerate(m.get("tool_calls", []))}, -1, False
+        elif m["role"] == "tool":
+            rank = _rank(m, order)
+            bad, last = bad or rank < last, rank
+    return count + bad

@@ -10,7 +10,8 @@ The plan puts the call under test first, so every tool-path point hits it:
 ``none`` / ``idempotent`` / ``once`` cells run ``[target, refund]`` in one turn
 (the refund needs approval, so the approval points are on the path too), the
 ``approval`` cells run ``[refund]`` alone. All ten points are reached in every
-cell. The cells are played in a few threads at once, each with its own
+cell. Two more cells crash at the model points of the final turn
+(``TETHER_CRASH_AT=<point>:2``), where the reply is the answer. The cells are played in a few threads at once, each with its own
 processes; each cell is then judged as its own test.
 """
 
@@ -50,11 +51,16 @@ class Cell:
     point: str
     verdict: str = "skip"
     crashes: int = 1
+    nth: int = 1  # 2 with the model points: the final answer's turn
+
+    @property
+    def crash_at(self) -> str:
+        return self.point if self.nth == 1 else f"{self.point}:{self.nth}"
 
     @property
     def id(self) -> str:
         more = "-twice" if self.crashes == 2 else ""
-        return f"{self.kind}-{self.point}-{self.verdict}{more}"
+        return f"{self.kind}-{self.crash_at}-{self.verdict}{more}"
 
     @property
     def plan(self) -> Plan:
@@ -80,12 +86,11 @@ class Cell:
 CELLS = [Cell(kind, point) for kind in TARGETS for point in POINTS]
 CELLS += [Cell(kind, point, "retry") for kind in ("once", "approval") for point in WINDOW]
 CELLS += [Cell(kind, "mid_tool", "retry", crashes=2) for kind in ("once", "approval")]
+CELLS += [Cell("none", point, nth=2) for point in ("after_model_response", "after_proposed_commit")]
 
-# Cells that expose the bugs described in docs/durability.md ("Known gaps").
-APPROVED_ONCE_RERUN = "an approved once call interrupted mid-call is re-run without a human (agent._plan)"
-STALE_RETRY = "a retry decision survives a second crash and re-runs the call again (state.Journal)"
-KNOWN_BUGS = {c.id: APPROVED_ONCE_RERUN for c in CELLS if c.kind == "approval" and c.asks_human}
-KNOWN_BUGS.update({c.id: STALE_RETRY for c in CELLS if c.kind == "once" and c.crashes == 2})
+# Cells that expose the bugs in docs/durability.md ("Known gaps"); strict, so a fix shows up.
+FINAL_ANSWER = "agent._loop asks the model again after a committed final answer"
+KNOWN_BUGS = {"none-after_proposed_commit:2-skip": FINAL_ANSWER}
 
 
 @dataclass
@@ -114,7 +119,7 @@ def play(cell: Cell, root: Path, expected: dict[str, Any]) -> Outcome:
     out = Outcome(cell)
     lab = Lab(root, str(root / "runs.db"), {"m": cell.plan})
     crashes_left = cell.crashes - 1
-    inc = lab.run("--approve-all", crash_at=cell.point)
+    inc = lab.run("--approve-all", crash_at=cell.crash_at)
     out.fired.append(inc.killed)
     out.story.kills += inc.killed
     out.integrity.append(integrity(root / "runs.db"))
@@ -125,7 +130,7 @@ def play(cell: Cell, root: Path, expected: dict[str, Any]) -> Outcome:
         if status == "needs-decision":
             out.story.needs_decision += 1
             out.story.note_decisions(lab.decide("m", cell.verdict))
-        crash = cell.point if crashes_left and out.story.needs_decision else None
+        crash = cell.crash_at if crashes_left and out.story.needs_decision else None
         inc = lab.run("--resume", "--approve-all", crash_at=crash)
         if crash:
             crashes_left -= 1
@@ -194,4 +199,4 @@ def test_cell_recovers_with_nothing_lost_and_no_once_effect_repeated(
 def test_matrix_covers_every_named_point_and_kind() -> None:
     assert {c.point for c in CELLS} == set(POINTS) and len(POINTS) == 10
     assert {c.kind for c in CELLS} == {"none", "idempotent", "once", "approval"}
-    assert len(CELLS) == 48
+    assert len(CELLS) == 50

@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -107,7 +108,7 @@ def make_brain(oracle: Oracle, delay: float = 0.0) -> FunctionPolicy:
         turn = sum(1 for m in context if m.role == "assistant")
         await oracle.awrite(ev="model", run=run_id, turn=turn)
         if delay:
-            await asyncio.sleep(delay)
+            await asyncio.sleep(random.uniform(0, 2 * delay))
         await oracle.awrite(ev="reply", run=run_id, turn=turn)
         if turn < len(plan):
             return [Action(name, args) for name, args in plan[turn]]
@@ -136,7 +137,7 @@ def make_tools(oracle: Oracle, ledger: Ledger, delay: float = 0.0) -> list[Tool]
 
     async def effect(name: str, call: Invocation, **fields: Any) -> None:
         if delay:
-            await asyncio.sleep(delay / 2)
+            await asyncio.sleep(random.uniform(0, delay))
         attempt = ledger.attempts.get((call.run_id, call.call_id))
         await oracle.awrite(
             ev="tool", tool=name, run=call.run_id, call=call.call_id, attempt=attempt,
@@ -144,7 +145,7 @@ def make_tools(oracle: Oracle, ledger: Ledger, delay: float = 0.0) -> list[Tool]
         )  # fmt: skip
         crash_point("mid_tool")
         if delay:
-            await asyncio.sleep(delay / 2)
+            await asyncio.sleep(random.uniform(0, delay))
 
     @tool(effect="none")
     async def lookup(key: str, call: Invocation) -> str:
@@ -303,6 +304,7 @@ async def main_async(args: argparse.Namespace) -> int:
         print("some runs already exist; pass --resume to continue them", file=sys.stderr)
         return 2
     agent = build_agent(store, oracle, ledger, model_delay=args.model_delay, tool_delay=args.tool_delay)
+    await store.list_runs(limit=1)  # connected (and migrated) before we say so
     print("ready", flush=True)
     try:
         await asyncio.gather(*(drive_reported(agent, store, r, plans[r], args.approve_all) for r in run_ids))
@@ -319,8 +321,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--run-id", action="append", help="drive only these runs (default: all)")
     p.add_argument("--resume", action="store_true", help="continue runs already in the store")
     p.add_argument("--approve-all", action="store_true", help="approve every approval request")
-    p.add_argument("--model-delay", type=float, default=0.0, help="seconds the brain thinks")
-    p.add_argument("--tool-delay", type=float, default=0.0, help="seconds each tool takes")
+    p.add_argument("--model-delay", type=float, default=0.0, help="mean seconds the brain thinks")
+    p.add_argument("--tool-delay", type=float, default=0.0, help="mean seconds each tool takes")
     p.add_argument("--barrier", help="directory for the load barrier of racing workers")
     p.add_argument("--parties", type=int, default=2)
     return p.parse_args(argv)
