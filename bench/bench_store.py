@@ -191,6 +191,9 @@ async def main() -> None:
         rows = await overhead(tmp)
         rows += await paused_state(tmp, 10)
         rows += await paused_state(tmp, 1000)
+    rows.append(
+        ("load average (1 min) at the end: timings are wall clock on a shared machine", f"{os.getloadavg()[0]:.1f}")
+    )
     width = max(len(k) for k, _ in rows)
     print(f"{'measure'.ljust(width)}  value")
     print(f"{'-' * width}  -----")
