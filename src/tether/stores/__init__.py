@@ -17,8 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from ._open import open_store
+
 if TYPE_CHECKING:
     from ..events import Event
+
+__all__ = ["RunInfo", "RunStore", "open_store", "status_after"]
 
 
 @dataclass(frozen=True, slots=True)

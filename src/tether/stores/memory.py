@@ -29,6 +29,8 @@ class MemoryStore:
             raise LeaseConflict(
                 f"run {run_id!r} has {len(log)} events, the writer expected {expected_seq}: another worker advanced it"
             )
+        if not events:
+            return len(log)
         now = time.time()
         old = self._info.get(run_id)
         log.extend(events)
@@ -50,7 +52,7 @@ class MemoryStore:
 
     async def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         runs = [i for i in self._info.values() if status is None or i.status == status]
-        return sorted(runs, key=lambda i: i.updated_at, reverse=True)[:limit]
+        return sorted(runs, key=lambda i: (i.updated_at, i.run_id), reverse=True)[:limit]
 
     async def delete(self, run_id: str) -> None:
         self._events.pop(run_id, None)

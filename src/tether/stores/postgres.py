@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from ..events import Event
 from ..exceptions import LeaseConflict, StoreError, UserError
 from . import RunInfo, status_after
+from ._codec import conflict, decode_event, encode_events
 from ._migrations import migrate_postgres
-from .sqlite import conflict, decode_event, encode_events
 
 if TYPE_CHECKING:
     import psycopg

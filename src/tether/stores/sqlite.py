@@ -20,7 +20,6 @@ blocks the caller up to ``busy_timeout``.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 import threading
 import time
@@ -28,9 +27,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ..events import PERSISTED, Event, from_dict, to_dict
-from ..exceptions import LeaseConflict, StoreError, UserError
+from ..events import Event
+from ..exceptions import StoreError, UserError
 from . import RunInfo, status_after
+from ._codec import conflict, decode_event, encode_events
 from ._migrations import migrate_sqlite
 
 Durability = Literal["normal", "full"]
@@ -202,47 +202,3 @@ def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
-
-
-# -- shared by the SQL stores ---------------------------------------------
-
-
-def encode_events(events: Sequence[Event]) -> list[tuple[str, str]]:
-    """``(kind, JSON body)`` rows; refuses events that are never persisted."""
-    rows = []
-    for ev in events:
-        if ev.kind not in PERSISTED:
-            raise StoreError(f"{ev.kind!r} events are not persisted")
-        data = to_dict(ev)
-        try:
-            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-            if not text.isascii() and not _utf8_ok(text):
-                text = json.dumps(data, separators=(",", ":"))  # \u-escapes lone surrogates
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise StoreError(f"a {ev.kind!r} event is not plain JSON: {exc}") from exc
-        rows.append((ev.kind, text))
-    return rows
-
-
-def _utf8_ok(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def decode_event(run_id: str, seq: int, body: Any) -> Event:
-    """The event a stored body (JSON text or parsed) describes; a malformed row is a StoreError."""
-    try:
-        return from_dict(json.loads(body) if isinstance(body, str) else body)
-    except (ValueError, RecursionError) as exc:
-        raise StoreError(f"event #{seq} of run {run_id!r} is malformed: {exc}") from exc
-
-
-def conflict(run_id: str, found: int, expected: int) -> LeaseConflict:
-    """The refusal a stale writer gets."""
-    return LeaseConflict(
-        f"run {run_id!r} has {found} events, the writer expected {expected}: "
-        "another worker advanced it (this writer must stop and reload)"
-    )

@@ -1,0 +1,51 @@
+"""Rows for the SQL stores: events to JSON text and back, and the stale-writer refusal."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..events import PERSISTED, Event, from_dict, to_dict
+from ..exceptions import LeaseConflict, StoreError
+
+
+def encode_events(events: Sequence[Event]) -> list[tuple[str, str]]:
+    """``(kind, JSON body)`` rows; refuses events that are never persisted."""
+    rows = []
+    for ev in events:
+        if ev.kind not in PERSISTED:
+            raise StoreError(f"{ev.kind!r} events are not persisted")
+        data = to_dict(ev)
+        try:
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            if not text.isascii() and not _utf8_ok(text):
+                text = json.dumps(data, separators=(",", ":"))  # \u-escapes lone surrogates
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise StoreError(f"a {ev.kind!r} event is not plain JSON: {exc}") from exc
+        rows.append((ev.kind, text))
+    return rows
+
+
+def _utf8_ok(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def decode_event(run_id: str, seq: int, body: Any) -> Event:
+    """The event a stored body (JSON text or parsed) describes; a malformed row is a StoreError."""
+    try:
+        return from_dict(json.loads(body) if isinstance(body, str) else body)
+    except (ValueError, RecursionError) as exc:
+        raise StoreError(f"event #{seq} of run {run_id!r} is malformed: {exc}") from exc
+
+
+def conflict(run_id: str, found: int, expected: int) -> LeaseConflict:
+    """The refusal a stale writer gets."""
+    return LeaseConflict(
+        f"run {run_id!r} has {found} events, the writer expected {expected}: "
+        "another worker advanced it (this writer must stop and reload)"
+    )
