@@ -2,7 +2,7 @@
 
     python tests/durability/worker.py --store URL --oracle FILE --plans FILE
         [--run-id ID ...] [--resume] [--approve-all]
-        [--model-delay S] [--tool-delay S] [--barrier DIR --parties N]
+        [--model-delay S] [--tool-delay S] [--stall S] [--barrier DIR --parties N]
 
 Each run follows a *plan* (a list of turns, each a list of ``[tool, args]``)
 written into its task message. The brain (a :class:`~tether.FunctionPolicy`)
@@ -132,8 +132,12 @@ class Ledger:
                 self.attempts[(run_id, ev.call.id)] = ev.attempt
 
 
-def make_tools(oracle: Oracle, ledger: Ledger, delay: float = 0.0) -> list[Tool]:
-    """``lookup`` (effect none), ``put`` (idempotent), ``send`` (once), ``refund`` (once, approval)."""
+def make_tools(oracle: Oracle, ledger: Ledger, delay: float = 0.0, stall: float = 0.0) -> list[Tool]:
+    """``lookup`` (effect none), ``put`` (idempotent), ``send`` (once), ``refund`` (once, approval).
+
+    Each waits about ``delay`` seconds around its effect, and ``stall`` more
+    seconds after it (a call that hangs once the world has changed).
+    """
 
     async def effect(name: str, call: Invocation, **fields: Any) -> None:
         if delay:
@@ -144,8 +148,8 @@ def make_tools(oracle: Oracle, ledger: Ledger, delay: float = 0.0) -> list[Tool]
             key=call.idempotency_key, **fields,
         )  # fmt: skip
         crash_point("mid_tool")
-        if delay:
-            await asyncio.sleep(random.uniform(0, delay))
+        if delay or stall:
+            await asyncio.sleep(random.uniform(0, delay) + stall)
 
     @tool(effect="none")
     async def lookup(key: str, call: Invocation) -> str:
@@ -200,7 +204,10 @@ class TrackedStore:
         if self.barrier is not None and run_id not in self._waited:
             self._waited.add(run_id)
             (self.barrier / f"{run_id}.{os.getpid()}").touch()
+            deadline = asyncio.get_running_loop().time() + 30
             while len(list(self.barrier.glob(f"{run_id}.*"))) < self.parties:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise TimeoutError(f"the other workers never loaded run {run_id!r}")
                 await asyncio.sleep(0.001)
         return events
 
@@ -210,9 +217,9 @@ class TrackedStore:
 
 def build_agent(
     store: RunStore | None, oracle: Oracle, ledger: Ledger, *, model_delay: float = 0.0,
-    tool_delay: float = 0.0,
+    tool_delay: float = 0.0, stall: float = 0.0,
 ) -> Agent:  # fmt: skip
-    tools = make_tools(oracle, ledger, tool_delay)
+    tools = make_tools(oracle, ledger, tool_delay, stall)
     return Agent(make_brain(oracle, model_delay), tools, store=store, name="durable", max_steps=50)
 
 
@@ -303,7 +310,9 @@ async def main_async(args: argparse.Namespace) -> int:
     if not args.resume and any([await store.get(r) for r in run_ids]):
         print("some runs already exist; pass --resume to continue them", file=sys.stderr)
         return 2
-    agent = build_agent(store, oracle, ledger, model_delay=args.model_delay, tool_delay=args.tool_delay)
+    agent = build_agent(
+        store, oracle, ledger, model_delay=args.model_delay, tool_delay=args.tool_delay, stall=args.stall
+    )
     await store.list_runs(limit=1)  # connected (and migrated) before we say so
     print("ready", flush=True)
     try:
@@ -323,6 +332,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--approve-all", action="store_true", help="approve every approval request")
     p.add_argument("--model-delay", type=float, default=0.0, help="mean seconds the brain thinks")
     p.add_argument("--tool-delay", type=float, default=0.0, help="mean seconds each tool takes")
+    p.add_argument("--stall", type=float, default=0.0, help="seconds each tool hangs after its effect")
     p.add_argument("--barrier", help="directory for the load barrier of racing workers")
     p.add_argument("--parties", type=int, default=2)
     return p.parse_args(argv)
