@@ -1,0 +1,418 @@
+"""The ``tether`` commands: run, chat, runs, show, approve, deny, retry, skip, resume, cancel.
+
+Every command finds its runs through ``--workspace`` (default: the current
+directory) and ``--store`` (default: ``sqlite:///<workspace>/.tether/runs.db``).
+The ones that run the agent also take the model options. Exit status: 0 the run
+finished; 1 it failed or hit a limit; 2 bad usage or configuration; 3 it waits
+for a human decision; 130 it was cancelled with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from ..events import Cancelled, RunStarted, to_dict
+from ..exceptions import StateError, TetherError, UserError
+from ..state import RunState
+from ._config import Settings, default_store_url, load_settings
+from ._decide import Choice, check_args_for, load_state, pretty_args, record, waiting
+from ._render import PlainRenderer, make_renderer
+from ._session import Outcome, Session
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXIT = {"finished": 0, "failed": 1, "limit-reached": 1, "running": 1, "paused": 3,
+        "needs-decision": 3, "cancelled": 130}  # fmt: skip
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn what users can get wrong into one line and an exit status, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (UserError, StateError) as exc:
+            fail(str(exc), 2)
+        except TetherError as exc:
+            fail(f"{type(exc).__name__}: {exc}", 1)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def store_options(fn: F) -> F:
+    fn = click.option(
+        "--store", metavar="URL",
+        help="Run store: sqlite:///PATH, postgresql://..., memory:// "
+        "[default: sqlite:///<workspace>/.tether/runs.db].",
+    )(fn)
+    return click.option(
+        "--workspace", "-w", metavar="DIR",
+        help="Directory the agent works in and where .tether/ lives [default: current directory].",
+    )(fn)  # fmt: skip
+
+
+def model_options(fn: F) -> F:
+    options = [
+        click.option("--model", metavar="MODEL",
+                     help="openai:NAME, anthropic:NAME, local[:NAME], scripted:FILE.json or an "
+                     "OpenAI-compatible NAME [env TETHER_MODEL; default: the offline local model]."),
+        click.option("--base-url", metavar="URL", help="OpenAI-compatible endpoint [env TETHER_BASE_URL]."),
+        click.option("--api-key-env", metavar="VAR",
+                     help="Environment variable holding the API key "
+                     "[default: OPENAI_API_KEY or ANTHROPIC_API_KEY]."),
+        click.option("--max-steps", type=int, metavar="N", help="Most model turns per run [default: 20]."),
+        click.option("--unsafe-no-sandbox", is_flag=True,
+                     help="Run shell and python commands on the host, WITHOUT isolation."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def settings_from(opts: dict[str, Any]) -> Settings:
+    settings = load_settings(**opts)
+    if settings.unsafe_no_sandbox:
+        click.echo(
+            "warning: --unsafe-no-sandbox: shell and python commands run on this machine "
+            "without a sandbox", err=True,
+        )  # fmt: skip
+    return settings
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="tether", message="tether %(version)s")
+def cli() -> None:
+    """Run agents, watch them work, and approve what they want to do.
+
+    \b
+      tether run "summarise README.md"      one task, then exit
+      tether chat                           a conversation
+      tether runs --status paused           runs waiting for you
+      tether show RUN                       a run's trace and waiting calls
+      tether approve RUN [CALL...]          say yes (deny, retry, skip: the others)
+      tether resume RUN                     continue a run here
+    """
+
+
+# -- running ------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("task")
+@model_options
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line.")
+@click.option("--no-input", is_flag=True, help="Never ask: pause the run when a call needs approval.")
+@handle_errors
+def run(task: str, as_json: bool, no_input: bool, **opts: Any) -> None:
+    """Do one TASK, then exit ("-" reads it from stdin)."""
+    if task == "-":
+        task = sys.stdin.read().strip()
+    settings = settings_from(opts)
+    renderer = make_renderer(as_json=as_json)
+    asker = inline_asker(as_json, no_input)
+    with Session(settings) as session:
+        outcome = session.settle(session.start(task, renderer), renderer, asker)
+    finish(outcome, settings)
+
+
+@cli.command()
+@model_options
+@store_options
+@handle_errors
+def chat(**opts: Any) -> None:
+    """Talk with the agent: each message is a run that continues the conversation."""
+    from ._chat import chat as repl
+
+    settings = settings_from(opts)
+    with Session(settings) as session:
+        session.agent  # noqa: B018  # fail on bad configuration before the first prompt
+        repl(session, make_renderer(as_json=False, chat=True))
+
+
+@cli.command()
+@click.argument("run_id", required=False)
+@model_options
+@store_options
+@click.option("--all", "every", is_flag=True, help="Resume every failed run and every paused run whose calls are all decided.")
+@click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line.")
+@click.option("--no-input", is_flag=True, help="Never ask: pause again when a call needs approval.")
+@handle_errors
+def resume(run_id: str | None, every: bool, as_json: bool, no_input: bool, **opts: Any) -> None:
+    """Continue RUN_ID in this process (after approvals, a failure or a crash)."""
+    if every == bool(run_id):
+        raise UserError("name one RUN_ID or pass --all")
+    settings = settings_from(opts)
+    renderer = make_renderer(as_json=as_json)
+    asker = inline_asker(as_json, no_input)
+    with Session(settings) as session:
+        ids = session.run(resumable(session)) if every else [resolve(session, run_id or "")]
+        outcomes = [session.settle(session.resume(rid, renderer), renderer, asker) for rid in ids]
+    if not every:
+        finish(outcomes[0], settings)
+    for o in outcomes:
+        click.echo(f"{o.run_id}  {o.status}  {o.reason}".rstrip(), err=True)
+    codes = [EXIT.get(o.status, 1) for o in outcomes]
+    sys.exit(next((c for c in (1, 3, 130) if c in codes), 0))
+
+
+def inline_asker(as_json: bool, no_input: bool) -> Any:
+    from ._decide import ask
+
+    return ask if not as_json and not no_input and sys.stdin.isatty() else None
+
+
+async def resumable(session: Session) -> list[str]:
+    """Runs ``resume --all`` continues: failed ones, and paused ones with every call decided."""
+    ids = []
+    for info in await session.store.list_runs(limit=100_000):
+        if info.status == "failed":
+            ids.append(info.run_id)
+        elif info.status in ("paused", "needs-decision"):
+            if not waiting(await load_state(session.store, info.run_id)):
+                ids.append(info.run_id)
+    return ids
+
+
+def finish(outcome: Outcome, settings: Settings) -> NoReturn:
+    """Say how the run ended (on stderr) and exit with its status."""
+    rid, where = outcome.run_id, location(settings)
+    if outcome.status in ("paused", "needs-decision") and outcome.state is not None:
+        click.echo(pause_hint(outcome.state, outcome.call_ids, where), err=True)
+    elif outcome.status == "failed":
+        click.echo(f"error: run {rid} failed: {outcome.reason}\n"
+                   f"  continue it with: tether resume {rid}{where}", err=True)  # fmt: skip
+    elif outcome.status != "finished":
+        click.echo(f"run {rid} stopped ({outcome.status}): {outcome.reason}", err=True)
+    sys.exit(EXIT.get(outcome.status, 1))
+
+
+def location(settings: Settings) -> str:
+    """The flags another command needs to find this run's store and key."""
+    parts = []
+    if settings.workspace != Path.cwd().resolve():
+        parts.append(f" --workspace {settings.workspace}")
+    if settings.store_url != default_store_url(settings.workspace):
+        parts.append(f" --store {settings.store_url}")
+    return "".join(parts)
+
+
+def pause_hint(state: RunState, call_ids: Sequence[str], where: str) -> str:
+    rid = state.run_id
+    calls = [state.pending_call(c) for c in call_ids]
+    lines = [f"paused: run {rid} waits for a decision on {len(calls)} call(s):"]
+    lines += [f"  {p.call.id}  {p.call.name} {p.call.arguments}" for p in calls]
+    one = calls[0].call.id if len(calls) == 1 else "CALL_ID"
+    if state.status == "needs-decision":
+        lines.append(f"  run again:  tether retry {rid} {one}{where}")
+        lines.append(f"  or not:     tether skip {rid} {one} [-m MESSAGE]{where}")
+    else:
+        many = one if len(calls) == 1 else "[CALL_ID...]"
+        lines.append(f"  approve:  tether approve {rid} {many}{where}")
+        lines.append(f"  deny:     tether deny {rid} {one} [-m MESSAGE]{where}")
+    lines.append(f"  then:     tether resume {rid}{where}")
+    return "\n".join(lines)
+
+
+# -- looking ----------------------------------------------------------------------------
+
+
+@cli.command()
+@store_options
+@click.option("--status", help="Only runs with this status (paused, needs-decision, failed, ...).")
+@click.option("--limit", type=int, default=50, show_default=True, help="Most runs to list.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
+@handle_errors
+def runs(status: str | None, limit: int, as_json: bool, **opts: Any) -> None:
+    """List runs, most recently updated first."""
+    with Session(load_settings(**opts)) as session:
+        infos = session.run(session.store.list_runs(status=status, limit=limit))
+        tasks = {i.run_id: session.run(first_task(session, i.run_id)) for i in infos}
+    if as_json:
+        for i in infos:
+            click.echo(json.dumps({"run_id": i.run_id, "status": i.status, "events": i.seq,
+                                   "created_at": i.created_at, "updated_at": i.updated_at,
+                                   "task": tasks[i.run_id]}))  # fmt: skip
+        return
+    if not infos:
+        click.echo("no runs" + (f" with status {status!r}" if status else ""))
+        return
+    click.echo(f"{'RUN':32}  {'STATUS':14}  {'UPDATED':19}  TASK")
+    for i in infos:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(i.updated_at))
+        click.echo(f"{i.run_id:32}  {i.status:14}  {when}  {short(tasks[i.run_id], 60)}")
+
+
+async def first_task(session: Session, run_id: str) -> str:
+    for ev in await session.store.load(run_id):
+        if isinstance(ev, RunStarted):
+            users = [m.content for m in ev.messages if m.role == "user"]
+            if users:
+                return users[-1]
+    return ""
+
+
+def short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@cli.command()
+@click.argument("run_id")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="The committed events as JSON lines.")
+@handle_errors
+def show(run_id: str, as_json: bool, **opts: Any) -> None:
+    """A run's trace, and the calls waiting for a decision with their full arguments."""
+    with Session(load_settings(**opts)) as session:
+        rid = resolve(session, run_id)
+        events = session.run(session.store.load(rid))
+    if as_json:
+        for ev in events:
+            click.echo(json.dumps(to_dict(ev), ensure_ascii=False))
+        return
+    state = RunState.from_events(events)
+    click.echo(f"run {rid}  status: {state.status}  events: {len(events)}  "
+               f"steps: {state.steps}  tool calls: {state.tool_calls}")  # fmt: skip
+    renderer = PlainRenderer()
+    for ev in events:
+        if isinstance(ev, RunStarted) and ev.resumed:
+            click.echo("  (resumed)")
+        renderer.event(ev)
+    if state.pending and state.status in ("paused", "needs-decision"):
+        click.echo(describe_pending(state))
+
+
+def describe_pending(state: RunState) -> str:
+    lines = ["", "calls waiting:"]
+    for p in state.pending:
+        d = state.decision(p.call.id)
+        lines.append(f"  {p.call.id}  {p.call.name}  ({p.status})  args_hash {p.args_hash}")
+        lines += ["    " + line for line in pretty_args(p).splitlines()]
+        if d is not None:
+            extra = f": {d.message}" if d.message else ""
+            edited = f" with {json.dumps(d.args, sort_keys=True)}" if d.args is not None else ""
+            lines.append(f"    decided: {d.verdict}{edited} by {d.by or '?'}{extra} "
+                         f"(applied on `tether resume {state.run_id}`)")  # fmt: skip
+    return "\n".join(lines)
+
+
+# -- deciding ---------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("call_ids", nargs=-1)
+@store_options
+@click.option("--args", "args_json", metavar="JSON", help="Approve one call with these arguments instead.")
+@handle_errors
+def approve(run_id: str, call_ids: tuple[str, ...], args_json: str | None, **opts: Any) -> None:
+    """Approve calls of a paused run (all waiting calls when none are named)."""
+    args = check_args_for(call_ids, args_json)
+
+    def choose(state: RunState) -> list[Choice]:
+        ids = call_ids or tuple(p.call.id for p in waiting(state))
+        if not ids:
+            raise UserError(f"run {state.run_id!r} has no call waiting for approval")
+        return [Choice(cid, "approve", args=args) for cid in ids]
+
+    decide_command(opts, run_id, choose)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("call_id")
+@store_options
+@click.option("--message", "-m", default="", help="What the model reads as the call's result.")
+@handle_errors
+def deny(run_id: str, call_id: str, message: str, **opts: Any) -> None:
+    """Deny one call; the model is told (with your message) and carries on."""
+    decide_command(opts, run_id, lambda state: [Choice(call_id, "deny", message=message)])
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("call_id")
+@store_options
+@handle_errors
+def retry(run_id: str, call_id: str, **opts: Any) -> None:
+    """Run again a call whose outcome is unknown (it was interrupted by a crash)."""
+    decide_command(opts, run_id, lambda state: [Choice(call_id, "retry")])
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("call_id")
+@store_options
+@click.option("--message", "-m", default="", help="What the model reads as the call's result.")
+@handle_errors
+def skip(run_id: str, call_id: str, message: str, **opts: Any) -> None:
+    """Do not run again a call whose outcome is unknown; the model is told."""
+    decide_command(opts, run_id, lambda state: [Choice(call_id, "skip", message=message)])
+
+
+def decide_command(opts: dict[str, Any], run_id: str, choose: Callable[[RunState], list[Choice]]) -> None:
+    """Record decisions in the store; the run continues on ``tether resume``."""
+    settings = load_settings(**opts)
+    with Session(settings) as session:
+        rid = resolve(session, run_id)
+        choices = choose(session.run(load_state(session.store, rid)))
+        state = session.run(record(session.store, rid, choices, key=session.key))
+    for c in choices:
+        p = state.pending_call(c.call_id)
+        what = {"approve": "approved", "deny": "denied", "retry": "will retry", "skip": "skipped"}[c.verdict]
+        edited = f" with {json.dumps(c.args, sort_keys=True)}" if c.args is not None else ""
+        click.echo(f"{what} {p.call.id}: {p.call.name} {p.call.arguments}{edited}")
+    left = waiting(state)
+    if left:
+        click.echo(f"still waiting: {', '.join(p.call.id for p in left)}")
+    click.echo(f"continue with: tether resume {rid}{location(settings)}")
+
+
+@cli.command()
+@click.argument("run_id")
+@store_options
+@handle_errors
+def cancel(run_id: str, **opts: Any) -> None:
+    """End a paused or failed run for good; nothing waiting in it will run."""
+    with Session(load_settings(**opts)) as session:
+        rid = resolve(session, run_id)
+        state = session.run(load_state(session.store, rid))
+        if state.status in ("finished", "cancelled"):
+            raise UserError(f"run {rid!r} is already {state.status!r}")
+        if state.status == "running":
+            raise UserError(f"run {rid!r} is running; press Ctrl-C in its terminal to cancel it")
+        event = Cancelled("cancelled from the command line")
+        session.run(session.store.append(rid, [event], expected_seq=state.seq))
+    click.echo(f"cancelled {rid}")
+
+
+def resolve(session: Session, text: str) -> str:
+    """A run id from its full text or a unique prefix."""
+
+    async def find() -> str:
+        if await session.store.get(text) is not None:
+            return text
+        found = [i.run_id for i in await session.store.list_runs(limit=100_000) if i.run_id.startswith(text)]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise UserError(f"no run {text!r} in {session.settings.store_url}")
+        raise UserError(f"{text!r} matches {len(found)} runs; give more of the id")
+
+    return session.run(find())

@@ -1,0 +1,177 @@
+"""Human decisions from the command line: recorded in the store, or asked inline.
+
+:func:`record` is what ``tether approve`` / ``deny`` / ``retry`` / ``skip`` do:
+rebuild the run's state from its committed events, decide on it (signed with
+the workspace key), and append one ``approval-decided`` event per decision with
+``expected_seq`` set to the state's length, so a decision made while another
+process advanced the run is refused instead of landing on a state nobody saw.
+Nothing runs the agent: ``tether resume`` (or the inline flow) does that, and
+the agent checks every signature again before executing anything.
+
+:func:`ask` is the inline flow: for each waiting call it shows the tool and its
+full arguments and reads ``y``/``n``/``e`` (or ``r``/``s`` for a call whose
+outcome is unknown) from the terminal.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..events import ApprovalDecided
+from ..exceptions import UserError
+from ..state import PendingCall, RunState, Verdict
+
+if TYPE_CHECKING:
+    from ..stores import RunStore
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One person's answer to one waiting call."""
+
+    call_id: str
+    verdict: Verdict
+    args: dict[str, Any] | None = None
+    message: str = ""
+
+
+def reviewer() -> str:
+    """Who decided, as recorded in the decision (``cli:<user>``)."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
+
+
+async def load_state(store: RunStore, run_id: str) -> RunState:
+    """The state a run's committed events describe; UserError if there is no such run."""
+    events = await store.load(run_id)
+    if not events:
+        raise UserError(f"no run {run_id!r} in the store")
+    return RunState.from_events(events)
+
+
+async def record(
+    store: RunStore, run_id: str, choices: Sequence[Choice], *, key: bytes, by: str | None = None
+) -> RunState:
+    """Sign ``choices`` and append them to the run's journal; returns the decided state."""
+    state = await load_state(store, run_id)
+    if state.status not in ("paused", "needs-decision"):
+        hint = " (if its process died, `tether resume` it first)" if state.status == "running" else ""
+        raise UserError(f"run {run_id!r} is {state.status!r}, not waiting for a decision{hint}")
+    decided = state
+    for c in choices:
+        decided = decide(decided, c, key=key, by=by or reviewer())
+    ids = dict.fromkeys(c.call_id for c in choices)  # in order, once each
+    events = [ApprovalDecided(d.to_dict()) for cid in ids if (d := decided.decision(cid))]
+    await store.append(run_id, events, expected_seq=state.seq)
+    return decided
+
+
+def decide(state: RunState, c: Choice, *, key: bytes, by: str) -> RunState:
+    """``state`` with one more signed decision (StateError if the call is not waiting)."""
+    if c.verdict == "approve":
+        return state.approve(c.call_id, c.args, by=by, key=key)
+    if c.verdict == "deny":
+        return state.deny(c.call_id, c.message, by=by, key=key)
+    if c.verdict == "retry":
+        return state.retry(c.call_id, by=by, key=key)
+    return state.skip(c.call_id, c.message, by=by, key=key)
+
+
+def waiting(state: RunState) -> list[PendingCall]:
+    """The calls of a paused run that still need a human decision."""
+    decided = {d.call_id for d in state.decisions}
+    return [
+        p for p in state.pending
+        if p.call.id not in decided and (p.status == "awaiting-approval" or state.status == "needs-decision")
+    ]
+
+
+def pretty_args(p: PendingCall) -> str:
+    try:
+        return json.dumps(json.loads(p.call.arguments or "{}"), indent=2, ensure_ascii=False)
+    except ValueError:
+        return p.call.arguments
+
+
+# -- inline ----------------------------------------------------------------------------
+
+Prompt = Callable[[str], str]
+
+
+def ask(state: RunState, call_ids: Sequence[str], read: Prompt = input) -> list[Choice]:
+    """Ask about each waiting call in turn; EOFError/KeyboardInterrupt abort the whole set."""
+    return [_ask_one(state.pending_call(cid), read) for cid in call_ids]
+
+
+def _ask_one(p: PendingCall, read: Prompt) -> Choice:
+    print(f"\n  {p.call.name} wants to run with:")
+    print(_indent(pretty_args(p), 4))
+    if p.status == "started":
+        print(f"  {p.call.name} was interrupted before it reported back: it may or may not have run.")
+        answer = _choose(read, "  run it again? [r]etry, [s]kip: ", ("r", "s"))
+        if answer == "r":
+            return Choice(p.call.id, "retry")
+        return Choice(p.call.id, "skip", message=read("  tell the model why (optional): ").strip())
+    answer = _choose(read, "  allow? [y]es, [n]o, [e]dit: ", ("y", "n", "e"))
+    if answer == "y":
+        return Choice(p.call.id, "approve")
+    if answer == "n":
+        return Choice(p.call.id, "deny", message=read("  tell the model why (optional): ").strip())
+    return Choice(p.call.id, "approve", args=_edit(p, read))
+
+
+def _choose(read: Prompt, prompt: str, options: tuple[str, ...]) -> str:
+    while True:
+        answer = read(prompt).strip().lower()[:1]
+        if answer in options:
+            return answer
+        print(f"  please answer {', '.join(options[:-1])} or {options[-1]}")
+
+
+def _edit(p: PendingCall, read: Prompt) -> dict[str, Any]:
+    """New arguments: in $VISUAL/$EDITOR when set, else typed as one line of JSON."""
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    text: str | None = None
+    while True:
+        if editor and text is None:
+            import click
+
+            text = click.edit(pretty_args(p) + "\n", extension=".json") or p.call.arguments
+        else:
+            text = read("  new arguments as JSON: ")
+        try:
+            args = json.loads(text)
+        except ValueError as exc:
+            print(f"  that is not JSON ({exc}); try again")
+            continue
+        if isinstance(args, dict):
+            print("  approved with:\n" + _indent(json.dumps(args, indent=2, ensure_ascii=False), 4))
+            return args
+        print("  the arguments must be a JSON object; try again")
+
+
+def _indent(text: str, n: int) -> str:
+    return "\n".join(" " * n + line for line in text.splitlines())
+
+
+def check_args_for(call_ids: Sequence[str], args: str | None) -> dict[str, Any] | None:
+    """Parse ``--args``; it edits exactly one call."""
+    if args is None:
+        return None
+    if len(call_ids) != 1:
+        raise UserError("--args edits one call: name exactly one call id")
+    try:
+        value = json.loads(args)
+    except ValueError as exc:
+        raise UserError(f"--args is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise UserError("--args must be a JSON object")
+    return value
+

@@ -1,0 +1,183 @@
+"""Showing a run as it happens: the seed's trace, live in a terminal, or JSON lines.
+
+Three renderers share one small interface (``start``, ``event``, ``stop``):
+
+* :class:`PlainRenderer` prints each trace line as its event lands; for pipes
+  and files. Streamed tokens are not printed (the text arrives whole with the
+  reply).
+* :class:`LiveRenderer` does the same on a terminal, with ``rich``: a spinner
+  while the model thinks or a tool runs, and the model's words streaming below
+  the trace until its reply is committed and printed as a trace line.
+* :class:`JsonRenderer` prints every event, tokens included, as one JSON
+  object per line (:func:`tether.events.to_dict`).
+
+The trace lines come from :func:`tether.trace.render`, with two changes for a
+terminal: a final answer is printed whole (the trace shortens it to one line),
+and in a chat the user's own words are not echoed back.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+from ..events import Event, Finished, ModelReplied, RunStarted, Token, ToolFinished, ToolStarted, to_dict
+from ..trace import render
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+
+WIDTH = 300  # a trace line shortens thoughts and results to this many characters
+
+
+class Renderer(Protocol):
+    def start(self) -> None: ...
+    def event(self, ev: Event) -> None: ...
+    def stop(self) -> None: ...
+
+
+def trace_lines(ev: Event, *, name: str = "agent", chat: bool = False) -> list[str]:
+    """The trace lines for one event (none for tokens and started tools)."""
+    if isinstance(ev, Token | ToolStarted):
+        return []
+    if isinstance(ev, RunStarted) and (chat or ev.resumed):
+        return []  # in a chat, the user just typed it
+    if isinstance(ev, ModelReplied) and not ev.message.tool_calls:
+        return []  # the answer is shown whole when the run finishes
+    if isinstance(ev, Finished):
+        label = f"{name}: " if chat else "  final answer: "
+        return [label + ev.output]
+    text = render([ev], name=name, width=WIDTH)
+    return text.splitlines() if text else []
+
+
+def style_of(ev: Event) -> str:
+    """A rich style for the event's trace lines."""
+    if isinstance(ev, Finished):
+        return "bold"
+    if isinstance(ev, ModelReplied):
+        return "cyan"
+    if isinstance(ev, ToolFinished):
+        return "red" if ev.result.is_error else "green"
+    if isinstance(ev, RunStarted):
+        return ""
+    return "yellow"
+
+
+class PlainRenderer:
+    """Trace lines on a text stream, one event at a time."""
+
+    def __init__(self, out: IO[str] | None = None, *, name: str = "agent", chat: bool = False) -> None:
+        self.out = out or sys.stdout
+        self.name, self.chat = name, chat
+
+    def start(self) -> None:
+        pass
+
+    def event(self, ev: Event) -> None:
+        for line in trace_lines(ev, name=self.name, chat=self.chat):
+            self.out.write(line + "\n")
+        self.out.flush()
+
+    def stop(self) -> None:
+        pass
+
+
+class JsonRenderer:
+    """Every event as one JSON line, tokens included."""
+
+    def __init__(self, out: IO[str] | None = None) -> None:
+        self.out = out or sys.stdout
+
+    def start(self) -> None:
+        pass
+
+    def event(self, ev: Event) -> None:
+        self.out.write(json.dumps(to_dict(ev), ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def stop(self) -> None:
+        pass
+
+
+class LiveRenderer:
+    """The trace on a terminal, with a spinner and the model's words as they stream."""
+
+    def __init__(self, console: Console, *, name: str = "agent", chat: bool = False) -> None:
+        self.console = console
+        self.name, self.chat = name, chat
+        self.streamed = ""
+        self.running: dict[str, str] = {}  # call id -> tool name
+        self.doing: str | None = None
+        self.live: Live | None = None
+
+    def start(self) -> None:
+        from rich.live import Live
+
+        self.streamed, self.running, self.doing = "", {}, "thinking"
+        self.live = Live(
+            console=self.console, transient=True, refresh_per_second=10, get_renderable=self._status
+        )
+        self.live.start()
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.doing = None
+            self.live.stop()
+            self.live = None
+
+    def event(self, ev: Event) -> None:
+        from rich.text import Text
+
+        before = (self.doing, bool(self.streamed))
+        self._follow(ev)
+        if self.live is not None and (self.doing, bool(self.streamed)) != before:
+            self.live.refresh()  # lines printed now carry the live view below them
+        style = style_of(ev)
+        for line in trace_lines(ev, name=self.name, chat=self.chat):
+            self.console.print(Text(line, style=style), soft_wrap=True)
+
+    def _follow(self, ev: Event) -> None:
+        """Keep the status line in step with what the run is doing."""
+        if isinstance(ev, Token):
+            self.streamed += ev.text
+            self.doing = "writing"
+        elif isinstance(ev, ModelReplied):
+            self.streamed = ""
+            self.doing = None
+        elif isinstance(ev, ToolStarted):
+            self.running[ev.call.id] = ev.call.name
+            self.doing = "running " + ", ".join(sorted(set(self.running.values())))
+        elif isinstance(ev, ToolFinished):
+            self.running.pop(ev.call_id, None)
+            self.doing = "thinking" if not self.running else self.doing
+        elif isinstance(ev, RunStarted):
+            self.doing = "thinking"
+        else:
+            self.doing = None
+
+    def _status(self) -> RenderableType:
+        from rich.console import Group
+        from rich.spinner import Spinner
+        from rich.text import Text
+
+        parts: list[Any] = []
+        if self.streamed:
+            tail = "\n".join(self.streamed[-600:].splitlines()[-6:])
+            parts.append(Text("  " + tail, style="dim"))
+        if self.doing:
+            parts.append(Spinner("dots", text=Text(f"{self.name} is {self.doing}…", style="dim")))
+        return Group(*parts)
+
+
+def make_renderer(*, as_json: bool, chat: bool = False, name: str = "agent") -> Renderer:
+    """JSON lines, a live terminal view, or plain trace lines, whichever fits stdout."""
+    if as_json:
+        return JsonRenderer()
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        return LiveRenderer(Console(), name=name, chat=chat)
+    return PlainRenderer(name=name, chat=chat)

@@ -1,0 +1,192 @@
+"""Driving runs for a command: one event loop, rendering, Ctrl-C and inline approvals.
+
+A :class:`Session` owns an :class:`asyncio.Runner` (one event loop for the
+whole command, so a store's connections stay on one loop) and the store, key
+and agent built from the settings. Each run goes through :meth:`Session.drive`:
+events are rendered as they come, and Ctrl-C cancels the run instead of
+killing the process: it cancels the task driving the run, which cancels a
+running tool (a sandboxed command is killed) or the model request, and the
+loop commits ``cancelled`` on its way out. The run ends as ``cancelled`` and
+the command goes on.
+
+A pause is a pause everywhere: the inline flow does not bypass it. When a run
+pauses and someone is at the terminal, :meth:`Session.settle` asks, records
+the decisions in the store exactly as ``tether approve`` would, and resumes the
+run by id, until it stops for another reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..events import Cancelled, Event, Failed, Finished, LimitReached, Paused, RunStarted
+from ..state import RunState
+from ._config import Settings, build_agent, open_store, signing_key
+from ._decide import Choice, record
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..context import Context
+    from ..stores import RunStore
+    from ._render import Renderer
+
+T = TypeVar("T")
+Asker = Callable[[RunState, Sequence[str]], list[Choice]]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a run stopped, as a command reports it."""
+
+    run_id: str
+    status: str
+    output: str | None = None
+    reason: str = ""
+    state: RunState | None = None  # when paused
+    call_ids: tuple[str, ...] = ()  # the calls a pause waits for
+    interrupted: bool = False  # the person left an approval prompt
+
+    @classmethod
+    def of(cls, run_id: str, last: Event | None) -> Outcome:
+        if isinstance(last, Finished):
+            return cls(run_id, "finished", output=last.output)
+        if isinstance(last, Paused):
+            state = RunState.from_dict(last.state)
+            return cls(run_id, state.status, reason=last.reason, state=state, call_ids=last.call_ids)
+        if isinstance(last, Failed):
+            return cls(run_id, "failed", reason=last.error)
+        if isinstance(last, LimitReached):
+            return cls(run_id, "limit-reached", reason=f"the {last.limit} limit of {last.value:g} was reached")
+        if isinstance(last, Cancelled):
+            return cls(run_id, "cancelled", reason=last.reason or "cancelled")
+        return cls(run_id, "running", reason="the run stopped without a final event")
+
+
+class Session:
+    """The event loop, store, key and agent of one command."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.runner = asyncio.Runner()
+        self._store: RunStore | None = None
+        self._agent: Agent | None = None
+        self._key: bytes | None = None
+
+    def __enter__(self) -> Session:
+        try:
+            self._store = self.run(open_store(self.settings))
+        except BaseException:
+            self.runner.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._store is not None:
+                with contextlib.suppress(Exception):
+                    self.run(self._store.aclose())
+        finally:
+            self.runner.close()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.runner.run(coro)
+
+    @property
+    def store(self) -> RunStore:
+        if self._store is None:
+            raise RuntimeError("use the Session in a `with` block")
+        return self._store
+
+    @property
+    def key(self) -> bytes:
+        if self._key is None:
+            self._key = signing_key(self.settings)
+        return self._key
+
+    @property
+    def agent(self) -> Agent:
+        if self._agent is None:
+            self._agent = build_agent(self.settings, self.store, self.key)
+        return self._agent
+
+    # -- runs ------------------------------------------------------------------
+
+    def start(self, task: str, renderer: Renderer, *, context: Context | None = None) -> Outcome:
+        agent = self.agent
+        return self.run(self.drive(lambda: agent.stream(task, context=context), renderer))
+
+    def resume(self, run_id: str, renderer: Renderer) -> Outcome:
+        agent = self.agent
+        return self.run(self.drive(lambda: agent.stream(run_id=run_id), renderer))
+
+    def settle(self, outcome: Outcome, renderer: Renderer, ask: Asker | None) -> Outcome:
+        """While the run waits for people and someone can answer: ask, record, resume."""
+        while ask is not None and outcome.state is not None and outcome.status in ("paused", "needs-decision"):
+            try:
+                choices = ask(outcome.state, outcome.call_ids)
+            except (EOFError, KeyboardInterrupt):
+                print()
+                return Outcome(**{**_fields(outcome), "interrupted": True})
+            self.run(record(self.store, outcome.run_id, choices, key=self.key))
+            outcome = self.resume(outcome.run_id, renderer)
+        return outcome
+
+    async def drive(self, stream: Callable[[], AsyncIterator[Event]], renderer: Renderer) -> Outcome:
+        """Render one run's events; Ctrl-C cancels the run, not the command."""
+        run_id, last = "", None
+        renderer.start()
+        with _on_ctrl_c() as interrupted:
+            try:
+                async with contextlib.aclosing(stream()) as events:
+                    async for ev in events:
+                        renderer.event(ev)
+                        run_id = ev.run_id if isinstance(ev, RunStarted) else run_id
+                        last = ev
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not interrupted or task is None:
+                    raise
+                while task.uncancel():
+                    pass
+                last = Cancelled("interrupted (Ctrl-C)")
+                renderer.event(last)
+            finally:
+                renderer.stop()
+        return Outcome.of(run_id, last)
+
+
+def _fields(outcome: Outcome) -> dict[str, Any]:
+    return {name: getattr(outcome, name) for name in Outcome.__slots__}
+
+
+@contextlib.contextmanager
+def _on_ctrl_c() -> Iterator[list[int]]:
+    """Within the block, Ctrl-C cancels the task running it; the list counts the presses.
+
+    (The agent's ``cancel`` event would be gentler, but with it the loop waits on
+    its watcher after the tools are done; cancelling the task has the same end.)
+    """
+    presses: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield presses
+        return
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def interrupt() -> None:
+        presses.append(1)
+        if task is not None:
+            task.cancel()
+
+    loop.add_signal_handler(signal.SIGINT, interrupt)
+    try:
+        yield presses
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
