@@ -64,9 +64,9 @@ async def test_fork_bomb_is_contained_and_fully_reaped(workspace: Path, processe
     limits = SandboxLimits(processes=32, timeout=10.0)
     bomb = f"bomb() {{ bomb | bomb & }}; bomb; sleep 1; : {mark}"
     result = await Sandbox(str(workspace), limits=limits).run(["bash", "-c", bomb])
-    assert result.killed_reason == "process limit (32)"
+    assert result.killed_reason == "process limit (32)", result
     assert b"fork" in result.stderr  # "fork: retry: Resource temporarily unavailable"
-    assert processes_with(mark) == []
+    assert gone_within(processes_with, mark, 2.0), [_cmdline(p) for p in processes_with(mark)]
 
 
 async def test_memory_bomb_fails_at_the_cap(workspace: Path) -> None:

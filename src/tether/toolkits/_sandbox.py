@@ -8,7 +8,7 @@ from other users, and the ``/bin`` and ``/lib`` links), a private ``/proc``,
 and ``.tether`` (hidden). Everything else on the host (``/root``, ``/home``, the
 host's ``/tmp``, ``/var``, ``/run``...) is simply absent.
 
-Limits: ``prlimit`` sets CPU seconds, address space, file size and open files;
+Limits: rlimits cap CPU seconds, address space, file size and open files;
 when the cgroup hierarchy is writable each command also gets its own pids and
 memory cgroup (RLIMIT_NPROC does nothing for a host-root sandbox). A wall-clock
 timeout kills the whole sandbox, and output is captured up to a byte cap.
@@ -31,6 +31,7 @@ import functools
 import itertools
 import os
 import re
+import resource
 import shutil
 import signal
 import stat
@@ -61,19 +62,8 @@ INSTALL_HINT = (
     "(Fedora), or pass unsafe_no_sandbox=True to run commands on the host without isolation"
 )
 _SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_PROC_READ_ONLY = (
-    "sys",
-    "sysrq-trigger",
-    "fs",
-    "bus",
-    "irq",
-    "acpi",
-    "scsi",
-    "driver",
-    "tty",
-    "mtrr",
-    "pressure",
-)
+# bwrap itself covers /proc/irq, /proc/bus and /proc/sysrq-trigger, but not /proc/sys.
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "fs", "scsi", "acpi", "mtrr", "pressure")
 _HELPER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _REQUIRED_OPTIONS = (
     "--unshare-all",
@@ -204,7 +194,7 @@ class Sandbox:
         # Only this process holds the write end; its death (even kill -9) closes it.
         alive_r, alive_w = os.pipe()
         try:
-            command = [*_launcher_argv(cgroup, alive_r), *_prlimit_argv(limits), *prefix, *argv]
+            command = [*_launcher_argv(cgroup, alive_r, limits), *prefix, *argv]
             proc = await asyncio.create_subprocess_exec(
                 *command,
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -261,7 +251,7 @@ def _find(bwrap: str) -> _Bwrap | str:
 @functools.cache
 def _probe(path: str) -> _Bwrap | str:
     """A working bubblewrap at ``path``, or the reason there is none (cached per path)."""
-    if missing := [name for name in ("prlimit", "setpriv", "bash") if not _helper(name)]:
+    if missing := [name for name in ("setpriv", "bash") if not _helper(name)]:
         return f"{' and '.join(missing)} not found; install util-linux and bash"
     try:
         help_text = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10, env={}).stdout
@@ -374,59 +364,73 @@ def _scrubbed_env(workspace: str) -> dict[str, str]:
     }
 
 
-# The first program in the child, run by bash (dash cannot name fds above 9), with arguments
-# PARENT_PID ALIVE_FD CGROUP_DIR... -- ARGV.
-# setpriv has armed "SIGKILL me when my parent dies"; if the parent died before that (kill -9
-# right after fork), no signal will come, so check the parent is still ours. bwrap arms the
-# same signal for its inner init only a little later, so when there are cgroups a watchdog
-# (outside them) waits for EOF on a pipe only our parent holds and then kills the cgroups.
+# The first program in the child, a bash script (dash cannot name fds above 9). Arguments:
+# PARENT_PID ALIVE_FD CPU MEMORY_KIB FILE_KIB NOFILE NPROC|- CGROUP_DIR... -- ARGV.
+# 1. If our parent is already gone (kill -9 right after fork) nobody will clean up: stop.
+# 2. Join the cgroups, then fork a watchdog that moves itself back out of them and waits for
+#    EOF on a pipe whose write end only our parent holds: when the parent dies, even by kill -9,
+#    it kills everything in the cgroups. (bwrap's --die-with-parent is armed a few milliseconds
+#    too late to cover a crash during startup.)
+# 3. Set the rlimits (CPU: SIGXCPU at the soft limit names the cause, SIGKILL a second later)
+#    and exec the rest.
 _LAUNCHER = """
 read -r _ _ _ ppid _ < /proc/$$/stat; [ "$ppid" = "$1" ] || exit 125
-fd=$2; shift 2
-dirs=; while [ "$1" != -- ]; do dirs="$dirs $1"; shift; done; shift
-if [ -n "$dirs" ]; then
-  ( exec </dev/null >/dev/null 2>&1; read -r _ <&"$fd"
+fd=$2 cpu=$3 mem=$4 fsize=$5 nofile=$6 nproc=$7; shift 7
+dirs=(); while [ "$1" != -- ]; do dirs+=("$1"); shift; done; shift
+for d in "${dirs[@]}"; do
+  echo $$ 2>/dev/null > "$d/cgroup.procs" || { echo "tether: cannot join $d" >&2; exit 125; }
+done
+if [ ${#dirs[@]} -gt 0 ]; then
+  ( exec </dev/null >/dev/null 2>&1
+    for d in "${dirs[@]}"; do echo $BASHPID > "${d%/*}/cgroup.procs"; done
+    read -r _ <&"$fd"
     for _ in 1 2 3 4 5 6 7 8 9 10; do
-      pids=$(for d in $dirs; do cat "$d/cgroup.procs"; done 2>/dev/null)
-      [ -z "$pids" ] && break
-      kill -9 $pids; sleep 0.05
+      victims=()
+      for d in "${dirs[@]}"; do
+        [ -e "$d/cgroup.procs" ] || continue
+        while read -r pid; do [ "$pid" = $BASHPID ] || victims+=("$pid"); done < "$d/cgroup.procs"
+      done
+      [ ${#victims[@]} -eq 0 ] && break
+      kill -9 "${victims[@]}"; sleep 0.05
     done ) &
 fi
 exec {fd}<&-
-for d in $dirs; do
-  echo $$ 2>/dev/null > "$d/cgroup.procs" || { echo "tether: cannot join $d" >&2; exit 125; }
-done
+ulimit -c 0 -v "$mem" -f "$fsize" -n "$nofile" -t $((cpu + 1)) && ulimit -S -t "$cpu" || exit 125
+if [ "$nproc" != - ]; then ulimit -u "$nproc" || exit 125; fi
 exec "$@"
 """
 
 
-def _launcher_argv(cgroup: _Cgroup, alive_fd: int) -> list[str]:
-    setpriv, sh = _helper("setpriv"), _helper("bash")
-    if setpriv is None or sh is None:
-        raise SandboxUnavailable("'setpriv' (util-linux) or 'bash' not found")
+def _launcher_argv(cgroup: _Cgroup, alive_fd: int, limits: SandboxLimits) -> list[str]:
+    bash = _helper("bash")
+    if bash is None:
+        raise SandboxUnavailable("'bash' not found")
+    prefix: list[str] = []
+    if not cgroup.dirs:  # no watchdog: at least arm "die with parent" before anything else runs
+        setpriv = _helper("setpriv")
+        if setpriv is None:
+            raise SandboxUnavailable("'setpriv' (util-linux) not found; install util-linux")
+        prefix = [setpriv, "--pdeathsig", "KILL", "--"]
+    cpu = _clamp(resource.RLIMIT_CPU, limits.cpu_seconds + 1) - 1
+    # RLIMIT_NPROC counts per user namespace for non-root users; host root is exempt from it.
+    nproc = str(_clamp(resource.RLIMIT_NPROC, limits.processes)) if os.geteuid() != 0 else "-"
+    numbers = [
+        cpu,
+        _clamp(resource.RLIMIT_AS, limits.memory) // 1024,
+        _clamp(resource.RLIMIT_FSIZE, limits.file_size) // 1024,
+        _clamp(resource.RLIMIT_NOFILE, limits.open_files),
+    ]
     return [
-        *(setpriv, "--pdeathsig", "KILL", "--", sh, "-c", _LAUNCHER, "tether-sandbox"),
-        *(str(os.getpid()), str(alive_fd), *cgroup.dirs, "--"),
+        *(*prefix, bash, "-c", _LAUNCHER, "tether-sandbox", str(os.getpid()), str(alive_fd)),
+        *(str(n) for n in numbers),
+        *(nproc, *cgroup.dirs, "--"),
     ]
 
 
-def _prlimit_argv(limits: SandboxLimits) -> list[str]:
-    prlimit = _helper("prlimit")
-    if prlimit is None:
-        raise SandboxUnavailable("'prlimit' (util-linux) not found; install `util-linux`")
-    cpu = limits.cpu_seconds
-    argv = [
-        prlimit,
-        # SIGXCPU at the soft limit names the cause; SIGKILL follows a second later.
-        f"--cpu={cpu}:{cpu + 1}",
-        f"--as={limits.memory}",
-        f"--fsize={limits.file_size}",
-        f"--nofile={limits.open_files}",
-        "--core=0",
-    ]
-    if os.geteuid() != 0:  # counted per user namespace for non-root; root is exempt (see docs)
-        argv.append(f"--nproc={limits.processes}")
-    return argv
+def _clamp(which: int, value: int) -> int:
+    """``value``, or less when our own hard limit is lower (it cannot be raised)."""
+    hard = resource.getrlimit(which)[1]
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
 
 
 def _is_within(path: str, root: str) -> bool:

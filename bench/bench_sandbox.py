@@ -1,0 +1,65 @@
+"""Sandbox overhead: 200 sandboxed `true` calls against plain and unsandboxed ones.
+
+Run: ``.venv/bin/python bench/bench_sandbox.py [calls]``. Prints p50/p95 per mode and
+the sandbox's extra cost over a plain subprocess (RELIABILITY.md C.29 targets
+p50 <= 30 ms and p95 <= 60 ms extra). Timings live here, never in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Awaitable, Callable
+
+from tether.toolkits import Sandbox, UnsandboxedWarning, probe_sandbox
+
+
+async def plain_true() -> None:
+    proc = await asyncio.create_subprocess_exec("true")
+    await proc.wait()
+
+
+async def measure(call: Callable[[], Awaitable[object]], n: int) -> list[float]:
+    await call()  # warm up (the first sandboxed call also runs the probe)
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await call()
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+async def main(n: int) -> None:
+    if reason := probe_sandbox():
+        sys.exit(f"no sandbox: {reason}")
+    with tempfile.TemporaryDirectory() as ws:
+        sandbox = Sandbox(ws)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnsandboxedWarning)
+            unsafe = Sandbox(ws, unsafe_no_sandbox=True)
+        modes = {
+            "plain subprocess": plain_true,
+            "limits only (unsafe_no_sandbox)": lambda: unsafe.run(["true"]),
+            "sandboxed": lambda: sandbox.run(["true"]),
+        }
+        results = {name: await measure(call, n) for name, call in modes.items()}
+    print(f"{n} calls of `true` each")
+    for name, times in results.items():
+        print(f"  {name:34s} p50 {percentile(times, 50):6.1f} ms   p95 {percentile(times, 95):6.1f} ms")
+    base, boxed = results["plain subprocess"], results["sandboxed"]
+    p50 = percentile(boxed, 50) - percentile(base, 50)
+    p95 = percentile(boxed, 95) - percentile(base, 95)
+    verdict = "OK" if p50 <= 30 and p95 <= 60 else "OVER TARGET"
+    print(f"sandbox overhead: p50 +{p50:.1f} ms, p95 +{p95:.1f} ms (target +30 / +60 ms): {verdict}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 200))
