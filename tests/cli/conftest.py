@@ -37,9 +37,10 @@ class Done:
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith(("TETHER_", "OPENAI", "ANTHROPIC", "PYTEST", "VISUAL", "EDITOR"))
-    }  # fmt: skip
+    }
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), PYTHONPATH=SRC, NO_COLOR="1")
     env.update(extra)
     return env
@@ -50,6 +51,12 @@ def home(tmp_path: Path) -> Path:
     h = tmp_path / "home"
     h.mkdir()
     return h
+
+
+@pytest.fixture
+def cli_env(home: Path) -> Callable[..., dict[str, str]]:
+    """``cli_env(**extra)``: the clean environment the tests run ``tether`` in."""
+    return lambda **extra: clean_env(home, **extra)
 
 
 @pytest.fixture
@@ -65,16 +72,26 @@ def ws(tmp_path: Path) -> Path:
 def tether(home: Path, ws: Path) -> Callable[..., Done]:
     """``tether(*args, cwd=ws, env={...}, stdin="")``: run the command line to its end."""
 
-    def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            stdin: str = "", python_prelude: str | None = None) -> Done:  # fmt: skip
+    def run(
+        *args: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        stdin: str = "",
+        python_prelude: str | None = None,
+    ) -> Done:
         argv = [sys.executable, "-m", "tether", *args]
         if python_prelude is not None:
             code = f"{python_prelude}\nimport sys\nfrom tether.cli import main\nmain(sys.argv[1:])"
             argv = [sys.executable, "-c", code, *args]
         done = subprocess.run(
-            argv, cwd=cwd or ws, env=clean_env(home, **(env or {})), input=stdin,
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            argv,
+            cwd=cwd or ws,
+            env=clean_env(home, **(env or {})),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         return Done(done.returncode, done.stdout, done.stderr)
 
     return run

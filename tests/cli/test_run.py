@@ -13,10 +13,12 @@ pytestmark = pytest.mark.sandbox  # the workspace toolkit probes bubblewrap at s
 
 
 def test_run_prints_the_trace_and_the_whole_final_answer(tether, script) -> None:
-    model = script([
-        {"tool": "read_file", "args": {"path": "notes.txt"}, "reasoning": "let me read the notes"},
-        "The notes say:\nbuy milk",
-    ])  # fmt: skip
+    model = script(
+        [
+            {"tool": "read_file", "args": {"path": "notes.txt"}, "reasoning": "let me read the notes"},
+            "The notes say:\nbuy milk",
+        ]
+    )
     done = tether("run", "What do my notes say?", "--model", model)
     assert done.code == 0, done.err
     assert done.lines() == [
@@ -37,8 +39,13 @@ def test_run_json_prints_every_event_including_streamed_tokens(tether, script) -
     events = [from_dict(json.loads(line)) for line in done.lines()]
     kinds = [ev.kind for ev in events if not isinstance(ev, Token)]
     assert kinds == [
-        "run-started", "model-replied", "tool-started", "tool-finished", "model-replied", "finished",
-    ]  # fmt: skip
+        "run-started",
+        "model-replied",
+        "tool-started",
+        "tool-finished",
+        "model-replied",
+        "finished",
+    ]
     tokens = "".join(ev.text for ev in events if isinstance(ev, Token))
     assert tokens == "two files and a workspace"
     started = events[0]
@@ -58,9 +65,7 @@ def test_a_limit_ends_the_run_with_status_1_and_one_line(tether, script) -> None
     model = script([{"tool": "list_dir", "args": {}}, {"tool": "list_dir", "args": {}}, "done"])
     done = tether("run", "loop", "--model", model, "--max-steps", "1")
     assert done.code == 1
-    assert done.err.splitlines() == [
-        f"run {_run_id(done)} stopped (limit-reached): the steps limit of 1 was reached"
-    ]
+    assert done.err.splitlines() == [f"run {_run_id(done)} stopped (limit-reached): the steps limit of 1 was reached"]
 
 
 def test_a_script_that_runs_out_is_a_one_line_error(tether, script) -> None:

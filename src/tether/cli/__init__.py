@@ -24,8 +24,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         import rich  # noqa: F401
     except ImportError as exc:
         sys.stderr.write(
-            f"error: the tether command line needs tether[cli] ({exc.name!r} is missing): "
-            "pip install 'tether[cli]'\n"
+            f"error: the tether command line needs tether[cli] ({exc.name!r} is missing): pip install 'tether[cli]'\n"
         )
         sys.exit(2)
     from ._commands import cli

@@ -10,6 +10,7 @@ told the call never reported back.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 
@@ -95,7 +96,5 @@ async def _conversation(session: Session, run_id: str) -> Context:
 
 def _enable_line_editing() -> None:
     if sys.stdin.isatty():
-        try:
+        with contextlib.suppress(ImportError):
             import readline  # noqa: F401  # input() gains history and editing
-        except ImportError:
-            pass

@@ -28,8 +28,15 @@ from ._render import PlainRenderer, make_renderer
 from ._session import Outcome, Session
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXIT = {"finished": 0, "failed": 1, "limit-reached": 1, "running": 1, "paused": 3,
-        "needs-decision": 3, "cancelled": 130}  # fmt: skip
+EXIT = {
+    "finished": 0,
+    "failed": 1,
+    "limit-reached": 1,
+    "running": 1,
+    "paused": 3,
+    "needs-decision": 3,
+    "cancelled": 130,
+}
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -56,29 +63,37 @@ def handle_errors(fn: F) -> F:
 
 def store_options(fn: F) -> F:
     fn = click.option(
-        "--store", metavar="URL",
-        help="Run store: sqlite:///PATH, postgresql://..., memory:// "
-        "[default: sqlite:///<workspace>/.tether/runs.db].",
+        "--store",
+        metavar="URL",
+        help="Run store: sqlite:///PATH, postgresql://..., memory:// [default: sqlite:///<workspace>/.tether/runs.db].",
     )(fn)
     return click.option(
-        "--workspace", "-w", metavar="DIR",
+        "--workspace",
+        "-w",
+        metavar="DIR",
         help="Directory the agent works in and where .tether/ lives [default: current directory].",
-    )(fn)  # fmt: skip
+    )(fn)
 
 
 def model_options(fn: F) -> F:
     options = [
-        click.option("--model", metavar="MODEL",
-                     help="openai:NAME, anthropic:NAME, local[:NAME], scripted:FILE.json or an "
-                     "OpenAI-compatible NAME [env TETHER_MODEL; default: the offline local model]."),
+        click.option(
+            "--model",
+            metavar="MODEL",
+            help="openai:NAME, anthropic:NAME, local[:NAME], scripted:FILE.json or an "
+            "OpenAI-compatible NAME [env TETHER_MODEL; default: the offline local model].",
+        ),
         click.option("--base-url", metavar="URL", help="OpenAI-compatible endpoint [env TETHER_BASE_URL]."),
-        click.option("--api-key-env", metavar="VAR",
-                     help="Environment variable holding the API key "
-                     "[default: OPENAI_API_KEY or ANTHROPIC_API_KEY]."),
+        click.option(
+            "--api-key-env",
+            metavar="VAR",
+            help="Environment variable holding the API key [default: OPENAI_API_KEY or ANTHROPIC_API_KEY].",
+        ),
         click.option("--max-steps", type=int, metavar="N", help="Most model turns per run [default: 20]."),
-        click.option("--unsafe-no-sandbox", is_flag=True,
-                     help="Run shell and python commands on the host, WITHOUT isolation."),
-    ]  # fmt: skip
+        click.option(
+            "--unsafe-no-sandbox", is_flag=True, help="Run shell and python commands on the host, WITHOUT isolation."
+        ),
+    ]
     for option in reversed(options):
         fn = option(fn)
     return fn
@@ -88,9 +103,9 @@ def settings_from(opts: dict[str, Any]) -> Settings:
     settings = load_settings(**opts)
     if settings.unsafe_no_sandbox:
         click.echo(
-            "warning: --unsafe-no-sandbox: shell and python commands run on this machine "
-            "without a sandbox", err=True,
-        )  # fmt: skip
+            "warning: --unsafe-no-sandbox: shell and python commands run on this machine without a sandbox",
+            err=True,
+        )
     return settings
 
 
@@ -149,7 +164,9 @@ def chat(**opts: Any) -> None:
 @click.argument("run_id", required=False)
 @model_options
 @store_options
-@click.option("--all", "every", is_flag=True, help="Resume every failed run and every paused run whose calls are all decided.")
+@click.option(
+    "--all", "every", is_flag=True, help="Resume every failed run and every paused run whose calls are all decided."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line.")
 @click.option("--no-input", is_flag=True, help="Never ask: pause again when a call needs approval.")
 @handle_errors
@@ -181,11 +198,11 @@ async def resumable(session: Session) -> list[str]:
     """Runs ``resume --all`` continues: failed ones, and paused ones with every call decided."""
     ids = []
     for info in await session.store.list_runs(limit=100_000):
-        if info.status == "failed":
+        decided = info.status in ("paused", "needs-decision") and not waiting(
+            await load_state(session.store, info.run_id)
+        )
+        if info.status == "failed" or decided:
             ids.append(info.run_id)
-        elif info.status in ("paused", "needs-decision"):
-            if not waiting(await load_state(session.store, info.run_id)):
-                ids.append(info.run_id)
     return ids
 
 
@@ -195,8 +212,9 @@ def finish(outcome: Outcome, settings: Settings) -> NoReturn:
     if outcome.status in ("paused", "needs-decision") and outcome.state is not None:
         click.echo(pause_hint(outcome.state, outcome.call_ids, where), err=True)
     elif outcome.status == "failed":
-        click.echo(f"error: run {rid} failed: {outcome.reason}\n"
-                   f"  continue it with: tether resume {rid}{where}", err=True)  # fmt: skip
+        click.echo(
+            f"error: run {rid} failed: {outcome.reason}\n  continue it with: tether resume {rid}{where}", err=True
+        )
     elif outcome.status != "finished":
         click.echo(f"run {rid} stopped ({outcome.status}): {outcome.reason}", err=True)
     sys.exit(EXIT.get(outcome.status, 1))
@@ -245,9 +263,18 @@ def runs(status: str | None, limit: int, as_json: bool, **opts: Any) -> None:
         tasks = {i.run_id: session.run(first_task(session, i.run_id)) for i in infos}
     if as_json:
         for i in infos:
-            click.echo(json.dumps({"run_id": i.run_id, "status": i.status, "events": i.seq,
-                                   "created_at": i.created_at, "updated_at": i.updated_at,
-                                   "task": tasks[i.run_id]}))  # fmt: skip
+            click.echo(
+                json.dumps(
+                    {
+                        "run_id": i.run_id,
+                        "status": i.status,
+                        "events": i.seq,
+                        "created_at": i.created_at,
+                        "updated_at": i.updated_at,
+                        "task": tasks[i.run_id],
+                    }
+                )
+            )
         return
     if not infos:
         click.echo("no runs" + (f" with status {status!r}" if status else ""))
@@ -287,8 +314,10 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
             click.echo(json.dumps(to_dict(ev), ensure_ascii=False))
         return
     state = RunState.from_events(events)
-    click.echo(f"run {rid}  status: {state.status}  events: {len(events)}  "
-               f"steps: {state.steps}  tool calls: {state.tool_calls}")  # fmt: skip
+    click.echo(
+        f"run {rid}  status: {state.status}  events: {len(events)}  "
+        f"steps: {state.steps}  tool calls: {state.tool_calls}"
+    )
     renderer = PlainRenderer()
     for ev in events:
         if isinstance(ev, RunStarted) and ev.resumed:
@@ -307,8 +336,9 @@ def describe_pending(state: RunState) -> str:
         if d is not None:
             extra = f": {d.message}" if d.message else ""
             edited = f" with {json.dumps(d.args, sort_keys=True)}" if d.args is not None else ""
-            lines.append(f"    decided: {d.verdict}{edited} by {d.by or '?'}{extra} "
-                         f"(applied on `tether resume {state.run_id}`)")  # fmt: skip
+            lines.append(
+                f"    decided: {d.verdict}{edited} by {d.by or '?'}{extra} (applied on `tether resume {state.run_id}`)"
+            )
     return "\n".join(lines)
 
 

@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from ..exceptions import UserError
 
@@ -34,7 +33,7 @@ CONFIG_KEYS = frozenset(("model", "base_url", "api_key_env", "store", "instructi
 PROVIDERS = ("openai", "anthropic", "local", "scripted")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 OPENAI_URL = "https://api.openai.com/v1"
-LOOPBACK = frozenset(("127.0.0.1", "localhost", "::1"))
+OFFICIAL_URLS = frozenset((OPENAI_URL, "https://api.anthropic.com"))
 INSTRUCTIONS = (
     "You are a careful assistant working in the directory {workspace}. Use the tools to look "
     "before you change anything; paths are relative to that directory. When you are done, "
@@ -130,9 +129,7 @@ def read_config(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {str(path)!r}: {exc}") from None
     unknown = sorted(set(data) - CONFIG_KEYS)
     if unknown:
-        raise ConfigError(
-            f"unknown setting {unknown[0]!r} in {str(path)!r}; known: {', '.join(sorted(CONFIG_KEYS))}"
-        )
+        raise ConfigError(f"unknown setting {unknown[0]!r} in {str(path)!r}; known: {', '.join(sorted(CONFIG_KEYS))}")
     for key, value in data.items():
         kind = int if key == "max_steps" else str
         if not isinstance(value, kind) or isinstance(value, bool):
@@ -179,30 +176,28 @@ def make_policy(settings: Settings) -> Policy:
         return load_script(spec.name)
     if spec.provider == "local":
         return _local_model(spec)
-    if settings.base_url is None and spec.provider == "openai":
-        base_url: str | None = OPENAI_URL
-    else:
-        base_url = settings.base_url
+    default = "https://api.anthropic.com" if spec.provider == "anthropic" else OPENAI_URL
+    base_url = settings.base_url or default
     key = _api_key(spec, settings, base_url)
     if spec.provider == "anthropic":
         provider = _import_provider("tether.providers.anthropic", "Anthropic")
-        kwargs = {"api_key": key} | ({"base_url": base_url} if base_url else {})
-        return _construct(provider, spec, kwargs)
-    provider = _import_provider("tether.providers.openai_compat", "OpenAICompatible")
+    else:
+        provider = _import_provider("tether.providers.openai_compat", "OpenAICompatible")
     return _construct(provider, spec, {"base_url": base_url, "api_key": key})
 
 
 def _api_key(spec: ModelSpec, settings: Settings, base_url: str | None) -> str | None:
+    """The key from the environment; required by the vendors' own endpoints or when named.
+
+    A server of your own (Ollama, vLLM, llama.cpp) usually wants none.
+    """
     name = settings.api_key_env or DEFAULT_KEY_ENV[spec.provider]
     key = settings.env.get(name)
     if key:
         return key
-    if base_url and (urlsplit(base_url).hostname or "") in LOOPBACK:
-        return None  # a local server (Ollama, vLLM, llama.cpp) needs no key
-    raise ConfigError(
-        f"model {spec.text!r} needs an API key: set {name} (or name another variable with "
-        "--api-key-env)"
-    )
+    if base_url and settings.api_key_env is None and base_url.rstrip("/") not in OFFICIAL_URLS:
+        return None
+    raise ConfigError(f"model {spec.text!r} needs an API key: set {name} (or name another variable with --api-key-env)")
 
 
 def _import_provider(module: str, name: str) -> Any:

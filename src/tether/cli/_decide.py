@@ -88,7 +88,8 @@ def waiting(state: RunState) -> list[PendingCall]:
     """The calls of a paused run that still need a human decision."""
     decided = {d.call_id for d in state.decisions}
     return [
-        p for p in state.pending
+        p
+        for p in state.pending
         if p.call.id not in decided and (p.status == "awaiting-approval" or state.status == "needs-decision")
     ]
 
@@ -174,4 +175,3 @@ def check_args_for(call_ids: Sequence[str], args: str | None) -> dict[str, Any] 
     if not isinstance(value, dict):
         raise UserError("--args must be a JSON object")
     return value
-

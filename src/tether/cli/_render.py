@@ -117,9 +117,7 @@ class LiveRenderer:
         from rich.live import Live
 
         self.streamed, self.running, self.doing = "", {}, "thinking"
-        self.live = Live(
-            console=self.console, transient=True, refresh_per_second=10, get_renderable=self._status
-        )
+        self.live = Live(console=self.console, transient=True, refresh_per_second=10, get_renderable=self._status)
         self.live.start()
 
     def stop(self) -> None:

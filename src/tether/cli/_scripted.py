@@ -55,8 +55,7 @@ class ScriptedFile(ScriptedModel):
         n = sum(1 for m in context if m.role == "assistant")
         if n >= len(self.replies):
             raise ScriptExhausted(
-                f"script {self.source!r} has {len(self.replies)} replies; the conversation "
-                f"needs reply #{n + 1}"
+                f"script {self.source!r} has {len(self.replies)} replies; the conversation needs reply #{n + 1}"
             )
         self.requests.append(context)
         reply = self.replies[n]
@@ -87,9 +86,7 @@ def _reply(item: Any, path: str, i: int) -> Move | Answer:
         return _action(item, path, i)
     if isinstance(item, list) and item:
         return [_action(x, path, i) for x in item]
-    raise ConfigError(
-        f"reply #{i} of script {path!r} must be a string, an object or a non-empty list"
-    )
+    raise ConfigError(f"reply #{i} of script {path!r} must be a string, an object or a non-empty list")
 
 
 def _action(item: Any, path: str, i: int) -> Action:
@@ -102,7 +99,6 @@ def _action(item: Any, path: str, i: int) -> Action:
     )
     if not ok:
         raise ConfigError(
-            f"reply #{i} of script {path!r}: a tool call is "
-            '{"tool": NAME, "args": {...}, "reasoning": "..."}'
+            f'reply #{i} of script {path!r}: a tool call is {{"tool": NAME, "args": {{...}}, "reasoning": "..."}}'
         )
     return Action(item["tool"], item.get("args", {}), item.get("reasoning", ""))

@@ -142,12 +142,12 @@ class Session:
         run_id, last = "", None
         renderer.start()
         with _on_ctrl_c() as interrupted:
+            events = stream()
             try:
-                async with contextlib.aclosing(stream()) as events:
-                    async for ev in events:
-                        renderer.event(ev)
-                        run_id = ev.run_id if isinstance(ev, RunStarted) else run_id
-                        last = ev
+                async for ev in events:
+                    renderer.event(ev)
+                    run_id = ev.run_id if isinstance(ev, RunStarted) else run_id
+                    last = ev
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if not interrupted or task is None:
@@ -158,6 +158,8 @@ class Session:
                 renderer.event(last)
             finally:
                 renderer.stop()
+                if (close := getattr(events, "aclose", None)) is not None:
+                    await close()  # the loop records an early end in the journal
         return Outcome.of(run_id, last)
 
 

@@ -1,0 +1,203 @@
+"""Approvals across processes: pause in one, decide in another, resume in a third.
+
+The gated tool is the real sandboxed ``shell`` tool appending a line to a file
+in the workspace, so the file's line count is the number of times the side
+effect really happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tether.events import ApprovalDecided
+from tether.state import RunState
+from tether.stores.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.sandbox
+
+APPEND = {"tool": "shell", "args": {"command": "echo ran >> count.txt && wc -l < count.txt"}}
+
+
+def _run_id(text: str) -> str:
+    for word in text.split():
+        if len(word) == 32 and all(c in "0123456789abcdef" for c in word):
+            return word
+    raise AssertionError(f"no run id in {text!r}")
+
+
+def _count(ws: Path) -> int:
+    path = ws / "count.txt"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_pause_approve_resume_in_three_processes_runs_the_tool_once(tether, script, ws, tmp_path) -> None:
+    model = script([APPEND, {"answer": "lines now: {last_tool_result}"}])
+    paused = tether("run", "count", "--model", model)
+    assert paused.code == 3, paused.err
+    rid = _run_id(paused.err)
+    assert _count(ws) == 0
+
+    listed = tether("runs", "--status", "paused")
+    assert rid in listed.out and "count" in listed.out
+
+    approved = tether("approve", rid[:8])  # a unique prefix is enough
+    assert approved.code == 0, approved.err
+    assert approved.out.splitlines()[0].startswith("approved call_1_0: shell ")
+    assert _count(ws) == 0  # deciding runs nothing
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    store = f"sqlite:///{ws / '.tether' / 'runs.db'}"
+    resumed = tether("resume", rid, "--model", model, "--workspace", str(ws), "--store", store, cwd=elsewhere)
+    assert resumed.code == 0, resumed.err
+    assert resumed.lines()[-1] == "  final answer: lines now: 1"
+    assert _count(ws) == 1
+
+    again = tether("resume", rid, "--model", model, "--workspace", str(ws), cwd=elsewhere)
+    assert again.code == 2
+    assert again.err == f"error: run {rid!r} is 'finished' and cannot be resumed\n"
+    assert _count(ws) == 1
+
+
+def test_a_denial_message_is_what_the_model_reads(tether, script, ws) -> None:
+    model = script([APPEND, {"answer": "the tool said: {last_tool_result}"}])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+    denied = tether("deny", rid, "call_1_0", "-m", "not on a Friday")
+    assert denied.code == 0, denied.err
+    done = tether("resume", rid, "--model", model)
+    assert done.code == 0, done.err
+    assert done.lines()[-2:] == [
+        "    -> shell failed: a human denied this call: not on a Friday",
+        "  final answer: the tool said: a human denied this call: not on a Friday",
+    ]
+    assert _count(ws) == 0
+    shown = tether("show", rid).out
+    assert "!! a human said deny to call_1_0" in shown
+
+
+def test_approve_with_edited_arguments_runs_the_edited_call(tether, script, ws) -> None:
+    model = script([APPEND, {"answer": "{last_tool_result}"}])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+    edited = json.dumps({"command": "echo edited >> count.txt && cat count.txt"})
+    assert tether("approve", rid, "call_1_0", "--args", edited).code == 0
+    shown = tether("show", rid).out
+    assert 'decided: approve with {"command": "echo edited >> count.txt && cat count.txt"}' in shown
+    done = tether("resume", rid, "--model", model)
+    assert done.code == 0, done.err
+    assert done.lines()[-2:] == [f"  final answer: (a human edited the arguments to {edited})", "edited"]
+    assert (ws / "count.txt").read_text() == "edited\n"
+
+
+def test_show_lists_waiting_calls_with_full_arguments_and_hash(tether, script) -> None:
+    long = "x" * 500
+    model = script([{"tool": "write_file", "args": {"path": "big.txt", "content": long}}])
+    rid = _run_id(tether("run", "write", "--model", model).err)
+    shown = tether("show", rid)
+    assert shown.code == 0
+    lines = shown.out.splitlines()
+    assert lines[0].startswith(f"run {rid}  status: paused")
+    at = lines.index("calls waiting:")
+    assert lines[at + 1].startswith("  call_1_0  write_file  (awaiting-approval)  args_hash ")
+    assert f'      "content": "{long}"' in lines  # never shortened: what you see is what you sign
+
+
+def test_a_decision_signed_with_another_key_is_refused(tether, script, ws) -> None:
+    model = script([APPEND, "done"])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+    forged = tether("approve", rid, env={"TETHER_SIGNING_KEY": "00" * 32})
+    assert forged.code == 0, forged.err
+    refused = tether("resume", rid, "--model", model)
+    assert refused.code == 2
+    assert refused.err == "error: decision for call 'call_1_0' has a bad or missing signature\n"
+    assert _count(ws) == 0
+
+
+def test_an_unsigned_decision_written_into_the_store_is_refused(tether, script, ws) -> None:
+    model = script([APPEND, "done"])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+
+    async def forge() -> None:
+        store = SQLiteStore(ws / ".tether" / "runs.db")
+        events = await store.load(rid)
+        state = RunState.from_events(events).approve("call_1_0")  # no key: no signature
+        decision = state.decision("call_1_0")
+        assert decision is not None
+        await store.append(rid, [ApprovalDecided(decision.to_dict())], expected_seq=len(events))
+        await store.aclose()
+
+    asyncio.run(forge())
+    refused = tether("resume", rid, "--model", model)
+    assert refused.code == 2
+    assert "bad or missing signature" in refused.err
+    assert _count(ws) == 0
+
+
+def test_the_signing_key_file_is_private(tether, script, ws) -> None:
+    tether("run", "hi", "--model", script(["hello"]))
+    key = ws / ".tether" / "signing.key"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert len(bytes.fromhex(key.read_text().strip())) == 32
+    os.chmod(key, 0o644)
+    done = tether("run", "hi", "--model", script(["hello"]))
+    assert done.code == 2 and "readable by others" in done.err
+
+
+def test_a_crash_mid_call_needs_a_human_to_retry_or_skip(tether, script, ws) -> None:
+    model = script([APPEND, {"answer": "{last_tool_result}"}])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+    tether("approve", rid)
+    crashed = tether("resume", rid, "--model", model, env={"TETHER_CRASH_AT": "after_started_commit"})
+    assert crashed.code == -9  # SIGKILL after `tool-started` was committed, before the tool ran
+    assert _count(ws) == 0
+
+    unknown = tether("resume", rid, "--model", model)
+    assert unknown.code == 3
+    assert f"  run again:  tether retry {rid} call_1_0" in unknown.err.splitlines()
+    assert tether("runs", "--status", "needs-decision").out.count(rid) == 1
+
+    assert tether("approve", rid).code == 2  # an interrupted call is retried or skipped, not approved
+    assert tether("retry", rid, "call_1_0").code == 0
+    done = tether("resume", rid, "--model", model)
+    assert done.code == 0, done.err
+    assert done.lines()[-1] == "  final answer: 1"
+    assert _count(ws) == 1
+
+
+def test_skip_tells_the_model_and_runs_nothing(tether, script, ws) -> None:
+    model = script([APPEND, {"answer": "{last_tool_result}"}])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+    tether("approve", rid)
+    tether("resume", rid, "--model", model, env={"TETHER_CRASH_AT": "after_started_commit"})
+    tether("resume", rid, "--model", model)
+    assert tether("skip", rid, "call_1_0", "-m", "I ran it by hand").code == 0
+    done = tether("resume", rid, "--model", model)
+    assert done.code == 0, done.err
+    assert done.lines()[-1].endswith("a human chose not to run it again: I ran it by hand")
+    assert _count(ws) == 0
+
+
+def test_resume_all_continues_decided_runs_only(tether, script, ws) -> None:
+    model = script([APPEND, "done"])
+    first = _run_id(tether("run", "one", "--model", model).err)
+    second = _run_id(tether("run", "two", "--model", model).err)
+    tether("approve", first)
+    done = tether("resume", "--all", "--model", model)
+    assert done.code == 0, done.err
+    assert done.err.splitlines() == [f"{first}  finished"]
+    assert _count(ws) == 1
+    assert second in tether("runs", "--status", "paused").out
+
+
+def test_cancel_ends_a_paused_run_for_good(tether, script, ws) -> None:
+    model = script([APPEND, "done"])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+    assert tether("cancel", rid).out == f"cancelled {rid}\n"
+    assert tether("approve", rid).err == f"error: run {rid!r} is 'cancelled', not waiting for a decision\n"
+    assert tether("resume", rid, "--model", model).code == 2
+    assert _count(ws) == 0

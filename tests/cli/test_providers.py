@@ -1,0 +1,54 @@
+"""``tether run`` against real HTTP model servers on 127.0.0.1 (OpenAI and Anthropic shapes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from providers.fakeserver import FakeServer, turn
+from tether.events import Token, from_dict
+
+pytestmark = pytest.mark.sandbox
+
+
+@pytest.mark.parametrize("shape", ["openai", "anthropic"])
+def test_run_talks_to_the_configured_server_with_the_key(tether, shape: str) -> None:
+    with FakeServer() as server:
+        server.push(turn(tool_calls=[("read_file", {"path": "notes.txt"})]), turn("You need milk."))
+        if shape == "openai":
+            args = ["--model", "openai:fake-model", "--base-url", server.openai_url]
+            env = {"OPENAI_API_KEY": "sk-test"}
+        else:
+            args = ["--model", "anthropic:fake-model", "--base-url", server.anthropic_url]
+            env = {"ANTHROPIC_API_KEY": "sk-test"}
+        done = tether("run", "what do I need?", *args, "--json", env=env)
+        server.assert_consumed()
+    assert done.code == 0, done.err
+    events = [from_dict(json.loads(line)) for line in done.lines()]
+    assert "".join(e.text for e in events if isinstance(e, Token)) == "You need milk."
+    assert events[-1].kind == "finished"
+    first, second = server.requests
+    auth = first.headers.get("authorization") or first.headers.get("x-api-key")
+    assert auth in ("Bearer sk-test", "sk-test")
+    offered = {t.get("name") or t["function"]["name"] for t in first.json()["tools"]}
+    assert offered == {"read_file", "write_file", "edit_file", "list_dir", "shell", "python"}
+    assert "buy milk" in second.body.decode()  # the tool result went back to the model
+
+
+def test_a_named_key_variable_is_used(tether) -> None:
+    with FakeServer() as server:
+        server.push(turn("hi"))
+        done = tether(
+            "run",
+            "hi",
+            "--model",
+            "fake-model",
+            "--base-url",
+            server.openai_url,
+            "--api-key-env",
+            "MY_KEY",
+            env={"MY_KEY": "from-my-key"},
+        )
+    assert done.code == 0, done.err
+    assert server.requests[0].headers["authorization"] == "Bearer from-my-key"
