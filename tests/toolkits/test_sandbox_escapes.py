@@ -51,6 +51,27 @@ async def test_no_capabilities_no_new_privileges_not_root(sandbox: Sandbox) -> N
     assert out.splitlines()[-1] == "65534"
 
 
+async def test_seccomp_refuses_keyrings_bpf_and_io_uring(sandbox: Sandbox) -> None:
+    """Kernel keyrings belong to the host user the sandbox maps to; the filter refuses them."""
+    code = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "calls = {'keyctl': (250, 0, -4, 0), 'bpf': (321, 0, 0, 0), 'io_uring_setup': (425, 1, 0)}\n"
+        "for name, args in calls.items():\n"
+        "    print(name, libc.syscall(*args), os.strerror(ctypes.get_errno()))\n"
+    )
+    if os.uname().machine != "x86_64":
+        pytest.skip("syscall numbers in this test are for x86_64")
+    result = await sandbox.run(["python3", "-c", code])
+    assert result.stdout.decode().splitlines() == [
+        "keyctl -1 Operation not permitted",
+        "bpf -1 Operation not permitted",
+        "io_uring_setup -1 Operation not permitted",
+    ]
+    _, out = await sh(sandbox, "grep ^Seccomp: /proc/self/status")
+    assert out.split() == ["Seccomp:", "2"]
+
+
 async def test_remounting_read_write_fails(sandbox: Sandbox) -> None:
     """The escape bwrap-as-root allows when capabilities are kept (RELIABILITY.md section 0)."""
     script = (

@@ -1,12 +1,13 @@
 """The OS sandbox that the ``shell`` and ``python`` tools run in.
 
 A command runs under bubblewrap in fresh user, pid, network, ipc, uts and mount
-namespaces, as uid 65534 with every capability dropped and ``no_new_privs`` set.
-It sees a read-only system (``/usr``, ``/etc`` minus the files the host keeps
-from other users, and the ``/bin`` and ``/lib`` links), a private ``/proc``,
-``/dev`` and ``/tmp``, and the workspace read-write except ``.git`` (read-only)
-and ``.tether`` (hidden). Everything else on the host (``/root``, ``/home``, the
-host's ``/tmp``, ``/var``, ``/run``...) is simply absent.
+namespaces, as uid 65534 with every capability dropped, ``no_new_privs`` set and a
+seccomp filter refusing keyrings, BPF, io_uring, mounts and similar. It sees a
+read-only system (``/usr``, ``/etc`` minus the files the host keeps from other
+users, and the ``/bin`` and ``/lib`` links), a private ``/proc``, ``/dev`` and
+``/tmp``, and the workspace read-write except ``.git`` (read-only) and ``.tether``
+(hidden). Everything else on the host (``/root``, ``/home``, the host's ``/tmp``,
+``/var``, ``/run``...) is simply absent.
 
 Limits: rlimits cap CPU seconds, address space, file size and open files;
 when the cgroup hierarchy is writable each command also gets its own pids and
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import itertools
 import os
@@ -35,6 +37,7 @@ import resource
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import tempfile
 import warnings
@@ -183,13 +186,15 @@ class Sandbox:
         if not argv:
             raise UserError("Sandbox.run needs a non-empty argv")
         limits = limits or self.limits
+        seccomp: int | None = None
         if self.unsafe_no_sandbox:
             prefix: list[str] = []
         else:
             probe = await asyncio.to_thread(_find, self.bwrap)
             if isinstance(probe, str):
                 raise SandboxUnavailable(probe)
-            prefix = _bwrap_argv(probe, self)
+            seccomp = _seccomp_fd(probe)
+            prefix = _bwrap_argv(probe, self, seccomp)
         cgroup = _Cgroup.create(limits)
         # Only this process holds the write end; its death (even kill -9) closes it.
         alive_r, alive_w = os.pipe()
@@ -203,14 +208,15 @@ class Sandbox:
                 cwd=self.workspace,
                 env=_scrubbed_env(self.workspace) if self.unsafe_no_sandbox else {"PATH": _HELPER_PATH},
                 start_new_session=True,  # one process group to kill on timeout
-                pass_fds=(alive_r,),
+                pass_fds=(alive_r, *_fds(seccomp)),
             )
         except BaseException:
             os.close(alive_w)
             cgroup.remove()
             raise
         finally:
-            os.close(alive_r)
+            for fd in (alive_r, *_fds(seccomp)):
+                os.close(fd)
         try:
             return await _supervise(proc, cgroup, limits, stdin, sandboxed=not self.unsafe_no_sandbox)
         finally:
@@ -263,11 +269,15 @@ def _probe(path: str) -> _Bwrap | str:
     bwrap = _Bwrap(path, options)
     check = r'grep -Eq "^CapEff:[[:space:]]*0+$" /proc/self/status && ! touch /probe 2>/dev/null'
     with tempfile.TemporaryDirectory(prefix="tether-probe-") as ws:
-        argv = [*_bwrap_argv(bwrap, Sandbox(ws)), "sh", "-c", check]
+        seccomp = _seccomp_fd(bwrap)
+        argv = [*_bwrap_argv(bwrap, Sandbox(ws), seccomp), "sh", "-c", check]
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=10, env={})
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=10, env={}, pass_fds=_fds(seccomp))
         except (OSError, subprocess.SubprocessError) as exc:
             return f"bubblewrap at {path!r} failed its probe: {exc}"
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
     if done.returncode != 0:
         detail = done.stderr.strip()[:300] or f"exit status {done.returncode}"
         return (
@@ -285,9 +295,11 @@ def _helper(name: str) -> str | None:
 # --- command lines ----------------------------------------------------------------------
 
 
-def _bwrap_argv(bwrap: _Bwrap, box: Sandbox) -> list[str]:
+def _bwrap_argv(bwrap: _Bwrap, box: Sandbox, seccomp_fd: int | None) -> list[str]:
     ws = box.workspace
     argv = [bwrap.path, "--unshare-all"]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     if box.network:
         argv.append("--share-net")
     uid = str(SANDBOX_UID)
@@ -433,8 +445,69 @@ def _clamp(which: int, value: int) -> int:
     return value if hard == resource.RLIM_INFINITY else min(value, hard)
 
 
+def _fds(fd: int | None) -> tuple[int, ...]:
+    return () if fd is None else (fd,)
+
+
 def _is_within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+# --- seccomp ----------------------------------------------------------------------------
+
+# Syscalls refused with EPERM: kernel keyrings (shared with the host user), kernel modules and
+# kexec, BPF, perf, userfaultfd and io_uring (large attack surface), file handles, mounts,
+# namespaces, swap, reboot, accounting. Numbers for (x86_64, aarch64); None: not on that arch.
+_DENIED_SYSCALLS: dict[str, tuple[int, int | None]] = {
+    "add_key": (248, 217), "request_key": (249, 218), "keyctl": (250, 219),
+    "init_module": (175, 105), "finit_module": (313, 273), "delete_module": (176, 106),
+    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "bpf": (321, 280),
+    "perf_event_open": (298, 241), "userfaultfd": (323, 282), "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
+    "open_by_handle_at": (304, 265), "name_to_handle_at": (303, 264),
+    "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41), "fsopen": (430, 430),
+    "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
+    "move_mount": (429, 429), "open_tree": (428, 428), "mount_setattr": (442, 442),
+    "setns": (308, 268), "swapon": (167, 224), "swapoff": (168, 225), "reboot": (169, 142),
+    "acct": (163, 89), "quotactl": (179, 60), "lookup_dcookie": (212, 18),
+    "syslog": (103, 116), "vhangup": (153, 58), "uselib": (134, None),
+}  # fmt: skip
+_AUDIT_ARCH = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}
+
+
+@functools.cache
+def _seccomp_program() -> bytes | None:
+    """A classic-BPF seccomp filter for this machine, or None on an architecture we lack numbers for."""
+    arch = _AUDIT_ARCH.get(os.uname().machine)
+    if arch is None:
+        return None
+    audit_arch, column = arch
+    numbers = sorted({nr for nrs in _DENIED_SYSCALLS.values() if (nr := nrs[column]) is not None})
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    allow, deny, kill = 4 + len(numbers), 5 + len(numbers), 6 + len(numbers)
+    program = [
+        (ld, 0, 0, 4),  # 0: A = seccomp_data.arch
+        (jeq, 0, kill - 2, audit_arch),  # 1: another ABI (i386, x32 via int 0x80): kill
+        (ld, 0, 0, 0),  # 2: A = seccomp_data.nr
+        (jge, deny - 4, 0, 0x40000000),  # 3: x32 syscall numbers: refuse
+        *((jeq, deny - (4 + i) - 1, 0, nr) for i, nr in enumerate(numbers)),
+        (ret, 0, 0, 0x7FFF0000),  # allow: SECCOMP_RET_ALLOW
+        (ret, 0, 0, 0x00050000 | errno.EPERM),  # deny: SECCOMP_RET_ERRNO
+        (ret, 0, 0, 0x80000000),  # kill: SECCOMP_RET_KILL_PROCESS
+    ]
+    assert program[allow][3] == 0x7FFF0000 and all(max(i[1], i[2]) < 256 for i in program)
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
+
+
+def _seccomp_fd(bwrap: _Bwrap) -> int | None:
+    """A pipe read end holding the filter for bwrap's ``--seccomp`` (None: no filter)."""
+    program = _seccomp_program()
+    if program is None or "--seccomp" not in bwrap.options:
+        return None
+    r, w = os.pipe()
+    os.write(w, program)  # a few hundred bytes: fits the pipe buffer
+    os.close(w)
+    return r
 
 
 # --- cgroups ----------------------------------------------------------------------------
