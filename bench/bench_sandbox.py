@@ -8,6 +8,7 @@ p50 <= 30 ms and p95 <= 60 ms extra). Timings live here, never in tests.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -20,6 +21,16 @@ from tether.toolkits import Sandbox, UnsandboxedWarning, probe_sandbox
 
 async def plain_true() -> None:
     proc = await asyncio.create_subprocess_exec("true")
+    await proc.wait()
+
+
+async def bare_bwrap() -> None:
+    """The floor: bubblewrap with only the namespaces and a read-only /usr, none of our setup."""
+    proc = await asyncio.create_subprocess_exec(
+        "bwrap", "--unshare-all", "--unshare-user", "--uid", "65534", "--cap-drop", "ALL",
+        "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+        "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "--", "true",
+    )  # fmt: skip
     await proc.wait()
 
 
@@ -48,10 +59,12 @@ async def main(n: int) -> None:
         modes = {
             "plain subprocess": plain_true,
             "limits only (unsafe_no_sandbox)": lambda: unsafe.run(["true"]),
+            "bare bwrap (reference)": bare_bwrap,
             "sandboxed": lambda: sandbox.run(["true"]),
         }
         results = {name: await measure(call, n) for name, call in modes.items()}
-    print(f"{n} calls of `true` each")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{n} calls of `true` each; load average {load} on {os.cpu_count()} cores")
     for name, times in results.items():
         print(f"  {name:34s} p50 {percentile(times, 50):6.1f} ms   p95 {percentile(times, 95):6.1f} ms")
     base, boxed = results["plain subprocess"], results["sandboxed"]
