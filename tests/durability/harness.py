@@ -293,12 +293,12 @@ def compare(
 ) -> list[str]:  # fmt: skip
     """Problems if the notebook differs from the reference (within a turn, in any order).
 
-    Two known gaps (docs/durability.md) are set aside here and counted instead:
-    the order of one turn's results (after a crash, results committed before it
-    enter the notebook before those of calls re-run after it;
-    :func:`reordered_turns`), and a final answer asked for again after a crash
-    that followed its commit (:func:`repeated_answers`). Strict-xfail tests in
-    test_known_bugs.py hold both.
+    Two differences are set aside here and counted instead: the order of one
+    turn's results (the notebook is append-only, so results committed before a
+    crash come before those of calls re-run after it: :func:`reordered_turns`,
+    by design), and a final answer asked for again after a crash that followed
+    its commit (:func:`repeated_answers`, a known bug held by a strict xfail in
+    test_known_bugs.py).
     """
     got = call_ordered(without_repeated_answer(messages_of(events, skipped)))
     want = call_ordered([
