@@ -1,10 +1,16 @@
-"""Regression tests for durability bugs the crash matrix found (fixed in agent._plan and state.Journal).
+"""Durability bugs the crash matrix and the soak found, each in a few lines.
+
+Fixed (regression tests): an approval taken for a retry of an interrupted
+``once`` call, a retry decision that outlived its attempt, edited arguments
+lost on a re-run. Still open (strict xfail, so a fix shows up as XPASS): a
+committed final answer or terminal tool result that resuming ignores, asking
+the model again. The last test pins documented behaviour, not a bug.
 
 The "crash" here is a store that commits an event and then raises, the
 in-process equivalent of ``TETHER_CRASH_AT`` at the point after that commit
 (``after_started_commit``, ``after_proposed_commit``, ``after_result_commit``):
-the event is durable, the process that wrote it is gone. A fresh agent then resumes the run
-from the store, as a restarted worker would.
+the event is durable, the process that wrote it is gone. A fresh agent then
+resumes the run from the store, as a restarted worker would.
 """
 
 from __future__ import annotations
