@@ -272,6 +272,14 @@ async def test_environment_is_scrubbed(workspace: Path, monkeypatch: pytest.Monk
     assert {line.split("=", 1)[0] for line in out.splitlines()} <= allowed
 
 
+async def test_extra_read_only_paths_are_visible_but_not_writable(workspace: Path, outside: Path) -> None:
+    sandbox = Sandbox(str(workspace), read_only_paths=(str(outside),))
+    code, out = await sh(sandbox, f"cat {outside}/id_rsa && echo pwned > {outside}/id_rsa")
+    assert code != 0
+    assert out.startswith("canary-secret-7c1e\n") and "Read-only file system" in out
+    assert (outside / "id_rsa").read_text() == "canary-secret-7c1e\n"
+
+
 async def test_tmp_is_private_and_fresh_per_call(sandbox: Sandbox) -> None:
     await sh(sandbox, "echo left > /tmp/leftover")
     code, out = await sh(sandbox, "ls -A /tmp")

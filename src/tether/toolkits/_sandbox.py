@@ -18,7 +18,7 @@ There is no silent fallback: without a working bubblewrap, :meth:`Sandbox.run`
 raises :class:`~tether.exceptions.SandboxUnavailable` unless the sandbox was made
 with ``unsafe_no_sandbox=True``.
 
->>> sandbox = Sandbox("/path/to/project")
+>>> sandbox = Sandbox("/path/to/project")  # doctest: +SKIP
 >>> result = await sandbox.run(["bash", "-c", "ls | wc -l"])  # doctest: +SKIP
 >>> result.exit_code, result.stdout  # doctest: +SKIP
 (0, b'12\\n')
@@ -229,7 +229,7 @@ def probe_sandbox(bwrap: str = "bwrap") -> str | None:
     The probe runs a real sandbox once per bubblewrap binary and checks that it
     starts, has no capabilities and cannot write ``/``.
 
-    >>> probe_sandbox("/nonexistent/bwrap")
+    >>> probe_sandbox("/nonexistent/bwrap")  # doctest: +ELLIPSIS
     "bubblewrap not found at '/nonexistent/bwrap'; install it with ..."
     """
     found = _find(bwrap)
@@ -307,11 +307,7 @@ def _bwrap_argv(bwrap: _Bwrap, box: Sandbox, seccomp_fd: int | None) -> list[str
     if "--disable-userns" in bwrap.options:
         argv.append("--disable-userns")  # no nested namespace in which to regain capabilities
     argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
-    for path in (*_SYSTEM_PATHS, *box.read_only_paths):
-        if os.path.islink(path):
-            argv += ["--symlink", os.readlink(path), path]
-        elif os.path.exists(path):
-            argv += ["--ro-bind", path, path]
+    argv += _read_only_binds(_SYSTEM_PATHS)
     for path, is_dir in _restricted("/etc"):
         argv += ["--tmpfs", path] if is_dir else ["--ro-bind", "/dev/null", path]
     if box.network and os.path.islink("/etc/resolv.conf"):
@@ -324,7 +320,9 @@ def _bwrap_argv(bwrap: _Bwrap, box: Sandbox, seccomp_fd: int | None) -> list[str
         argv += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
     if "--size" in bwrap.options:
         argv += ["--size", str(box.limits.tmp_size)]
-    argv += ["--tmpfs", "/tmp", "--bind", ws, ws]
+    argv += ["--tmpfs", "/tmp"]
+    argv += _read_only_binds(box.read_only_paths)  # after /tmp, so they may live there
+    argv += ["--bind", ws, ws]
     for name in READ_ONLY_ENTRIES:
         path = os.path.join(ws, name)
         if os.path.lexists(path) and not os.path.islink(path):
@@ -340,6 +338,16 @@ def _bwrap_argv(bwrap: _Bwrap, box: Sandbox, seccomp_fd: int | None) -> list[str
     for key, value in _scrubbed_env(ws).items():
         argv += ["--setenv", key, value]
     return [*argv, "--"]
+
+
+def _read_only_binds(paths: Sequence[str]) -> list[str]:
+    argv: list[str] = []
+    for path in paths:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    return argv
 
 
 @functools.cache
