@@ -149,6 +149,9 @@ async def test_cancelling_a_run_kills_the_sandbox(workspace: Path, processes_wit
     with pytest.raises(asyncio.CancelledError):
         await run
     assert gone_within(processes_with, mark, 2.0)
+    await Sandbox(str(workspace)).run(["true"])  # sweeps a cgroup the cancellation left
+    for base, _ in _cgroup_bases():
+        assert not [n for n in os.listdir(base) if n.startswith(f"tether-{os.getpid()}-")]
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.002, 0.005, 0.01, 0.02, 0.05, None])

@@ -521,6 +521,7 @@ def _seccomp_fd(bwrap: _Bwrap) -> int | None:
 # --- cgroups ----------------------------------------------------------------------------
 
 _counter = itertools.count()
+_active: set[str] = set()  # this process's cgroups in use; any other of ours is left over
 
 
 @dataclass(frozen=True, slots=True)
@@ -552,6 +553,7 @@ class _Cgroup:
             wanted = {file: v for c in controllers for file, v in settings[c].items()}
             if _configure(path, wanted):
                 made.append(path)
+                _active.add(path)
             else:
                 _rmdir(path)
         return cls(tuple(made))
@@ -577,7 +579,8 @@ class _Cgroup:
 
     def remove(self) -> None:
         for d in self.dirs:
-            _rmdir(d)
+            _rmdir(d)  # may fail while killed processes still exit; the next sweep retries
+            _active.discard(d)
 
 
 @functools.cache
@@ -616,12 +619,19 @@ def _configure(path: str, settings: dict[str, int]) -> bool:
 
 
 def _sweep_stale(base: str) -> None:
-    """Remove cgroups left by tether processes that died (kill -9 leaves them behind)."""
+    """Remove cgroups left by tether processes that died (kill -9 leaves them behind),
+    and our own that could not be removed at once (after a cancellation)."""
     with contextlib.suppress(OSError):
         for name in os.listdir(base):
             m = re.fullmatch(r"tether-(\d+)-\d+", name)
-            if m and not _alive(int(m.group(1))):
-                stale = _Cgroup((os.path.join(base, name),))
+            path = os.path.join(base, name)
+            if not m or path in _active:
+                continue
+            owner = int(m.group(1))
+            if owner == os.getpid():
+                _rmdir(path)
+            elif not _alive(owner):
+                stale = _Cgroup((path,))
                 stale.kill()  # a backstop: the sandbox should have died with its parent
                 stale.remove()
 
