@@ -173,6 +173,7 @@ async def test_network_is_unreachable(sandbox: Sandbox, canary_server: Canary) -
         f"curl -sS --max-time 2 http://127.0.0.1:{port}/",
         f"exec 3<>/dev/tcp/127.0.0.1/{port}",
         f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)'",
+        f"wget -q -T 2 -O- http://127.0.0.1:{port}/",
         "getent hosts example.com",
         "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), 2)'",
     ]
