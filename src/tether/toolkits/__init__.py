@@ -19,6 +19,8 @@ tools raises :class:`~tether.exceptions.SandboxUnavailable` unless you pass
 
 from __future__ import annotations
 
+import os
+
 from ..exceptions import SandboxUnavailable
 from ..tools import Approval, Tool
 from ._sandbox import ExecResult, Sandbox, SandboxLimits, UnsandboxedWarning, probe_sandbox
@@ -48,7 +50,7 @@ __all__ = [
 
 
 def workspace_tools(
-    workspace: str,
+    workspace: str | os.PathLike[str],
     *,
     approval: Approval = True,
     network: bool = False,
@@ -62,6 +64,7 @@ def workspace_tools(
     Raises SandboxUnavailable when bubblewrap cannot run, unless
     ``unsafe_no_sandbox=True``.
     """
+    workspace = os.fspath(workspace)
     sandbox = Sandbox(
         workspace,
         limits=limits or SandboxLimits(),

@@ -14,6 +14,7 @@ have ``effect="none"`` and no approval; writes are ``effect="idempotent"``
 from __future__ import annotations
 
 import codecs
+import os
 
 from ..tools import Approval, Tool, tool
 from ._workspace import DirEntry, PathRefused, Workspace
@@ -30,7 +31,7 @@ MAX_READ_BYTES = 1 << 20
 MAX_LIST_ENTRIES = 500
 
 
-def file_tools(workspace: str | Workspace, *, approval: Approval = True) -> list[Tool]:
+def file_tools(workspace: str | os.PathLike[str] | Workspace, *, approval: Approval = True) -> list[Tool]:
     """``read_file``, ``write_file``, ``edit_file`` and ``list_dir`` for one workspace."""
     ws = _workspace(workspace)
     return [
@@ -41,7 +42,7 @@ def file_tools(workspace: str | Workspace, *, approval: Approval = True) -> list
     ]
 
 
-def read_file_tool(workspace: str | Workspace, *, max_bytes: int = MAX_READ_BYTES) -> Tool:
+def read_file_tool(workspace: str | os.PathLike[str] | Workspace, *, max_bytes: int = MAX_READ_BYTES) -> Tool:
     """A ``read_file`` tool: text of a workspace file, by line range."""
     ws = _workspace(workspace)
 
@@ -81,7 +82,7 @@ def read_file_tool(workspace: str | Workspace, *, max_bytes: int = MAX_READ_BYTE
     return read_file
 
 
-def write_file_tool(workspace: str | Workspace, *, approval: Approval = True) -> Tool:
+def write_file_tool(workspace: str | os.PathLike[str] | Workspace, *, approval: Approval = True) -> Tool:
     """A ``write_file`` tool: create or replace a workspace file."""
     ws = _workspace(workspace)
 
@@ -103,7 +104,7 @@ def write_file_tool(workspace: str | Workspace, *, approval: Approval = True) ->
     return write_file
 
 
-def edit_file_tool(workspace: str | Workspace, *, approval: Approval = True) -> Tool:
+def edit_file_tool(workspace: str | os.PathLike[str] | Workspace, *, approval: Approval = True) -> Tool:
     """An ``edit_file`` tool: replace one exact snippet of a workspace file."""
     ws = _workspace(workspace)
 
@@ -142,7 +143,7 @@ def edit_file_tool(workspace: str | Workspace, *, approval: Approval = True) -> 
     return edit_file
 
 
-def list_dir_tool(workspace: str | Workspace, *, max_entries: int = MAX_LIST_ENTRIES) -> Tool:
+def list_dir_tool(workspace: str | os.PathLike[str] | Workspace, *, max_entries: int = MAX_LIST_ENTRIES) -> Tool:
     """A ``list_dir`` tool: the entries of a workspace directory."""
     ws = _workspace(workspace)
 
@@ -173,8 +174,8 @@ def _entry_line(entry: DirEntry) -> str:
     return f"{entry.name}  (special file)"
 
 
-def _workspace(workspace: str | Workspace) -> Workspace:
-    return workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+def _workspace(workspace: str | os.PathLike[str] | Workspace) -> Workspace:
+    return workspace if isinstance(workspace, Workspace) else Workspace(os.fspath(workspace))
 
 
 def _current(ws: Workspace, path: str, size: int) -> bytes | None:
