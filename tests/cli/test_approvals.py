@@ -11,6 +11,8 @@ import asyncio
 import json
 import os
 import stat
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -201,3 +203,29 @@ def test_cancel_ends_a_paused_run_for_good(tether, script, ws) -> None:
     assert tether("approve", rid).err == f"error: run {rid!r} is 'cancelled', not waiting for a decision\n"
     assert tether("resume", rid, "--model", model).code == 2
     assert _count(ws) == 0
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    import psycopg
+    from psycopg import sql
+
+    dsn = os.environ.get("TETHER_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+    schema = f"tether_cli_{uuid.uuid4().hex[:12]}"
+    yield f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.mark.postgres
+def test_the_approval_flow_on_a_postgresql_store(tether, script, ws, tmp_path, pg_url: str) -> None:
+    model = script([APPEND, {"answer": "lines now: {last_tool_result}"}])
+    rid = _run_id(tether("run", "count", "--model", model, "--store", pg_url).err)
+    assert tether("approve", rid, "--store", pg_url).code == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = tether("resume", rid, "--model", model, "--store", pg_url, "--workspace", str(ws), cwd=elsewhere)
+    assert done.code == 0, done.err
+    assert done.lines()[-1] == "  final answer: lines now: 1"
+    assert _count(ws) == 1
+    assert not (ws / ".tether" / "runs.db").exists()  # nothing went to the default store

@@ -14,6 +14,7 @@ from tether.cli._config import (
     ModelSpec,
     default_store_url,
     load_settings,
+    make_policy,
     parse_model,
     signing_key,
 )
@@ -114,3 +115,17 @@ def test_a_script_streams_its_words(tmp_path: Path) -> None:
 
     got = asyncio.run(pieces())
     assert got[:-1] == ["three ", "little ", "words"] and isinstance(got[-1], Message)
+
+
+def test_servers_of_your_own_need_no_key_but_vendors_do(tmp_path: Path) -> None:
+    from tether.providers.openai_compat import OpenAICompatible
+
+    env = {"HOME": str(tmp_path)}
+    own = load_settings(workspace=str(tmp_path), model="llama3.1:8b", base_url="http://127.0.0.1:11434/v1", env=env)
+    assert isinstance(make_policy(own), OpenAICompatible)
+    vendor = load_settings(workspace=str(tmp_path), model="gpt-4o", env=env)
+    with pytest.raises(ConfigError, match="set OPENAI_API_KEY"):
+        make_policy(vendor)
+    named = load_settings(workspace=str(tmp_path), model="m", base_url="http://127.0.0.1/v1", api_key_env="K", env=env)
+    with pytest.raises(ConfigError, match="set K "):
+        make_policy(named)

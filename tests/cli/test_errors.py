@@ -35,15 +35,6 @@ def test_openai_model_without_a_key_names_the_variable(tether) -> None:
     assert "set ANTHROPIC_API_KEY " in line
 
 
-def test_a_loopback_server_needs_no_key(tether, script) -> None:
-    # Configuration passes (no key needed for a local server); nothing listens, so the
-    # run itself fails, as a failed run (status 1) that can be resumed.
-    done = tether("run", "hi", "--model", "llama3.1:8b", "--base-url", "http://127.0.0.1:9/v1")
-    assert done.code == 1, done.err
-    assert done.err.startswith("error: run ") and "failed:" in done.err
-    assert "tether resume" in done.err
-
-
 def test_missing_cli_extra(tether) -> None:
     done = tether("--help", python_prelude="import sys; sys.modules['rich'] = None")
     line = _one_line_error(done)
@@ -82,7 +73,7 @@ def test_scripts_are_checked_before_anything_runs(tether, tmp_path: Path) -> Non
 def test_without_bubblewrap_the_sandbox_refuses_unless_told(tether, script, tmp_path: Path) -> None:
     path = {"PATH": str(tmp_path)}  # no bwrap here
     line = _one_line_error(tether("run", "hi", "--model", script(["ok"]), env=path))
-    assert line.startswith("error: bubblewrap not found") and line.endswith("(or pass --unsafe-no-sandbox)")
+    assert line.startswith("error: bubblewrap not found") and "--unsafe-no-sandbox" in line
     done = tether("run", "hi", "--model", script(["ok"]), "--unsafe-no-sandbox", env=path)
     assert done.code == 0, done.err
     assert done.err.startswith("warning: --unsafe-no-sandbox: shell and python commands run on this machine")

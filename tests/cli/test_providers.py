@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from providers.fakeserver import FakeServer, turn
+from providers.fakeserver import FakeServer, Reply, turn
 from tether.events import Token, from_dict
 
 pytestmark = pytest.mark.sandbox
@@ -52,3 +52,20 @@ def test_a_named_key_variable_is_used(tether) -> None:
         )
     assert done.code == 0, done.err
     assert server.requests[0].headers["authorization"] == "Bearer from-my-key"
+
+
+def test_a_provider_failure_fails_the_run_with_status_1_and_says_how_to_resume(tether) -> None:
+    with FakeServer() as server:
+        server.push(Reply.error(400, "context too long"), turn("recovered"))
+        # An Ollama-style name on a server of our own: no key needed.
+        args = ["--model", "llama3.1:8b", "--base-url", server.openai_url]
+        failed = tether("run", "hi", *args)
+        assert failed.code == 1
+        lines = failed.err.splitlines()
+        rid = lines[0].split()[2]
+        assert lines[0].startswith(f"error: run {rid} failed: ") and "context too long" in lines[0]
+        assert lines[1] == f"  continue it with: tether resume {rid}"
+        resumed = tether("resume", rid, *args)
+        server.assert_consumed()
+    assert resumed.code == 0, resumed.err
+    assert resumed.lines()[-1] == "  final answer: recovered"

@@ -320,8 +320,6 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
     )
     renderer = PlainRenderer()
     for ev in events:
-        if isinstance(ev, RunStarted) and ev.resumed:
-            click.echo("  (resumed)")
         renderer.event(ev)
     if state.pending and state.status in ("paused", "needs-decision"):
         click.echo(describe_pending(state))

@@ -297,7 +297,9 @@ def build_tools(settings: Settings) -> list[Any]:
         try:
             return workspace_tools(str(settings.workspace), unsafe_no_sandbox=settings.unsafe_no_sandbox)
         except SandboxUnavailable as exc:
-            raise ConfigError(f"{exc} (or pass --unsafe-no-sandbox)") from None
+            text = str(exc).replace("unsafe_no_sandbox=True", "--unsafe-no-sandbox")
+            hint = "" if "--unsafe-no-sandbox" in text else " (or pass --unsafe-no-sandbox)"
+            raise ConfigError(text + hint) from None
 
 
 def build_agent(settings: Settings, store: RunStore, key: bytes) -> Agent:

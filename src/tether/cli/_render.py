@@ -42,8 +42,10 @@ def trace_lines(ev: Event, *, name: str = "agent", chat: bool = False) -> list[s
     """The trace lines for one event (none for tokens and started tools)."""
     if isinstance(ev, Token | ToolStarted):
         return []
-    if isinstance(ev, RunStarted) and (chat or ev.resumed):
-        return []  # in a chat, the user just typed it
+    if isinstance(ev, RunStarted) and ev.resumed:
+        return ["  (resumed)"]
+    if isinstance(ev, RunStarted) and chat:
+        return []  # the user just typed it
     if isinstance(ev, ModelReplied) and not ev.message.tool_calls:
         return []  # the answer is shown whole when the run finishes
     if isinstance(ev, Finished):
@@ -62,7 +64,7 @@ def style_of(ev: Event) -> str:
     if isinstance(ev, ToolFinished):
         return "red" if ev.result.is_error else "green"
     if isinstance(ev, RunStarted):
-        return ""
+        return "dim" if ev.resumed else ""
     return "yellow"
 
 
