@@ -161,3 +161,24 @@ def _processes_with(text: str) -> list[int]:
             if text.encode() in cmdline:
                 found.append(int(pid))
     return found
+
+
+def test_ctrl_c_while_the_model_streams_cancels_the_turn(spawn) -> None:
+    from providers.fakeserver import FakeServer, Reply, openai_events, turn
+
+    with FakeServer() as server:
+        story = "Once upon a time " + "and then " * 40  # ~50 events, 0.3 s apart
+        slow = Reply.sse(openai_events(turn(story)), event_delay=0.3)
+        server.push(slow, turn("The end."))
+        chat = spawn("chat", "--model", "fake-model", "--base-url", server.openai_url)
+        _prompt(chat, "tell me a story")
+        chat.expect_exact("Once upo")  # the first words are on screen: the model is mid-stream
+        chat.sendintr()
+        chat.expect_exact("(turn cancelled)")
+        _prompt(chat, "a short one, please")
+        chat.expect_exact("agent: The end.")
+        _prompt(chat, "exit")
+        chat.expect(pexpect.EOF)
+        server.assert_consumed()
+    asked = [m["content"] for m in server.requests[1].json()["messages"] if m["role"] == "user"]
+    assert asked == ["tell me a story", "a short one, please"]  # the conversation went on

@@ -25,7 +25,7 @@ from ..state import RunState
 from ._config import Settings, default_store_url, load_settings
 from ._decide import Choice, check_args_for, load_state, pretty_args, record, waiting
 from ._render import PlainRenderer, make_renderer
-from ._session import Outcome, Session
+from ._session import Asker, Outcome, Session
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT = {
@@ -188,10 +188,11 @@ def resume(run_id: str | None, every: bool, as_json: bool, no_input: bool, **opt
     sys.exit(next((c for c in (1, 3, 130) if c in codes), 0))
 
 
-def inline_asker(as_json: bool, no_input: bool) -> Any:
+def inline_asker(as_json: bool, no_input: bool) -> Asker | None:
     from ._decide import ask
 
-    return ask if not as_json and not no_input and sys.stdin.isatty() else None
+    at_terminal = sys.stdin.isatty() and sys.stdout.isatty()  # questions need both ends
+    return ask if at_terminal and not as_json and not no_input else None
 
 
 async def resumable(session: Session) -> list[str]:
