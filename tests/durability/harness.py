@@ -80,6 +80,7 @@ class Lab:
     plans: dict[str, Plan]
     model_delay: float = 0.0
     tool_delay: float = 0.0
+    zygote: Zygote | None = None  # fork workers from it instead of starting Python afresh
     oracle: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -95,16 +96,14 @@ class Lab:
         ]  # fmt: skip
 
     def start(self, *flags: str, crash_at: str | None = None) -> subprocess.Popen[str]:
-        env = dict(os.environ)
-        env.pop("TETHER_CRASH_AT", None)
-        if crash_at:
-            env["TETHER_CRASH_AT"] = crash_at
         return subprocess.Popen(
-            self.command(*flags), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            self.command(*flags), env=_env(crash_at), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
 
     def run(self, *flags: str, crash_at: str | None = None, timeout: float = 120) -> Incarnation:
         """Start a worker and wait for it to end."""
+        if self.zygote is not None:
+            return self.zygote.run(self.command(*flags)[2:], crash_at, self.root)
         return finish(self.start(*flags, crash_at=crash_at), timeout)
 
     def statuses(self) -> dict[str, str]:
@@ -126,6 +125,46 @@ class Lab:
         return with_store(self.store_url, lambda s: worker.record_decisions(s, run_id, rules))
 
 
+class Zygote:
+    """A running ``zygote.py`` fork server (see there); one request at a time."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER.with_name("zygote.py"))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env(None),
+        )  # fmt: skip
+
+    def run(self, argv: list[str], crash_at: str | None, root: Path) -> Incarnation:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        out, err = root / "worker.out", root / "worker.err"
+        request = {"argv": argv, "crash_at": crash_at, "out": str(out), "err": str(err)}
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline()
+        if not reply:
+            raise AssertionError(f"the fork server died (exit {self.proc.wait()})")
+        return Incarnation(json.loads(reply)["returncode"], _statuses(out.read_text()), err.read_text())
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        self.proc.wait(30)
+        self.proc.stdout.close()
+
+
+def _env(crash_at: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("TETHER_CRASH_AT", None)
+    if crash_at:
+        env["TETHER_CRASH_AT"] = crash_at
+    return env
+
+
+def _statuses(out: str) -> dict[str, str]:
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return {row["run"]: row["status"] for row in rows}
+
+
 def finish(proc: subprocess.Popen[str], timeout: float = 120) -> Incarnation:
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -133,12 +172,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = 120) -> Incarnation:
         proc.kill()
         out, err = proc.communicate()
         raise AssertionError(f"worker did not end within {timeout}s:\n{err[-3000:]}") from None
-    statuses = {}
-    for line in out.splitlines():
-        if line.startswith("{"):
-            row = json.loads(line)
-            statuses[row["run"]] = row["status"]
-    return Incarnation(proc.returncode, statuses, err)
+    return Incarnation(proc.returncode, _statuses(out), err)
 
 
 def kill9(proc: subprocess.Popen[str]) -> Incarnation:
