@@ -52,7 +52,12 @@ def check_all(lab: Lab) -> str:
     return found if found != "ok" else journal_consistent(lab)
 
 
+# A nightly TETHER_SOAK_RUNS=2000 takes ~10x the CI time: let pytest-timeout scale with it.
+LIMIT = pytest.mark.timeout(max(300, RUNS * 1.5))
+
+
 @pytest.mark.slow
+@LIMIT
 def test_sqlite_soak_random_kill9(tmp_path: Path) -> None:
     report = soak(tmp_path, lambda b: str(tmp_path / f"runs{b}.db"), check_all, SEED)
     print(report.line("SQLite", SEED))
@@ -65,6 +70,7 @@ def test_sqlite_soak_random_kill9(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.postgres
+@LIMIT
 def test_postgres_soak_random_kill9(tmp_path: Path, pg_schema: str) -> None:
     report = soak(tmp_path, lambda b: pg_url(pg_schema), journal_consistent, SEED)
     print(report.line("PostgreSQL", SEED))
