@@ -167,3 +167,21 @@ async def test_a_given_http_client_is_used_and_left_open(server: FakeServer) -> 
         assert (await model.decide(CONTEXT, ())).content == "a"
         await model.aclose()
         assert not client.is_closed
+
+
+def test_run_sync_twice_with_one_provider_leaves_no_open_sockets(server: FakeServer) -> None:
+    import gc
+    import warnings
+
+    from tether import Agent
+
+    server.push(turn("first"), turn("second"))
+    model = OpenAICompatible("m", base_url=server.openai_url, api_key="k")
+    agent = Agent(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert agent.run_sync("one").output == "first"  # each run_sync has its own event loop
+        assert agent.run_sync("two").output == "second"
+        del agent, model
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []

@@ -138,6 +138,7 @@ class HTTPPolicy:
         self._sleep: Sleep = sleep if sleep is not None else asyncio.sleep
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._closer: asyncio.Task[None] | None = None
 
     def _find_key(self, api_key: str | None, api_key_env: str | None) -> str | None:
         if api_key is not None:
@@ -202,7 +203,10 @@ class HTTPPolicy:
 
     async def aclose(self) -> None:
         """Close the connection pool this provider opened (a given http_client is left open)."""
-        client, self._client, self._client_loop = self._client, None, None
+        client, closer = self._client, self._closer
+        self._client = self._client_loop = self._closer = None
+        if closer is not None:
+            closer.cancel()
         if client is not None:
             await client.aclose()
 
@@ -230,6 +234,7 @@ class HTTPPolicy:
                 limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
             )
             self._client_loop = loop
+            self._closer = loop.create_task(_close_when_the_loop_ends(self._client))
         return self._client
 
     async def _whole(self, body: bytes, headers: dict[str, str]) -> Message:
@@ -324,6 +329,19 @@ class HTTPPolicy:
             body=failure.body[:_KEPT_BODY] or None,
             retryable=retryable,
         )
+
+
+async def _close_when_the_loop_ends(client: httpx.AsyncClient) -> None:
+    """Sleep until cancelled, then close ``client``.
+
+    ``asyncio.run`` (and so ``Agent.run_sync``) cancels the tasks left when it
+    ends: this closes the pool while its loop still runs, instead of leaving
+    sockets to be reclaimed (with ResourceWarnings) after the loop is gone.
+    """
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await client.aclose()
 
 
 def _transport_failure(exc: httpx.RequestError) -> AttemptFailed | UserError:
