@@ -193,7 +193,11 @@ def test_resume_all_continues_decided_runs_only(tether, script, ws) -> None:
     assert done.code == 0, done.err
     assert done.err.splitlines() == [f"{first}  finished"]
     assert _count(ws) == 1
-    assert second in tether("runs", "--status", "paused").out
+    listed = [json.loads(line) for line in tether("runs", "--json").lines()]
+    assert [(r["run_id"], r["status"], r["task"]) for r in listed] == [
+        (first, "finished", "one"),
+        (second, "paused", "two"),
+    ]
 
 
 def test_cancel_ends_a_paused_run_for_good(tether, script, ws) -> None:

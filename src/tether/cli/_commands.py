@@ -83,7 +83,9 @@ def model_options(fn: F) -> F:
             help="openai:NAME, anthropic:NAME, local[:NAME], scripted:FILE.json or an "
             "OpenAI-compatible NAME [env TETHER_MODEL; default: the offline local model].",
         ),
-        click.option("--base-url", metavar="URL", help="OpenAI-compatible endpoint [env TETHER_BASE_URL]."),
+        click.option(
+            "--base-url", metavar="URL", help="The model's endpoint, e.g. an Ollama server [env TETHER_BASE_URL]."
+        ),
         click.option(
             "--api-key-env",
             metavar="VAR",

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import signal
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -132,7 +133,7 @@ class Session:
                 choices = ask(outcome.state, outcome.call_ids)
             except (EOFError, KeyboardInterrupt):
                 print()
-                return Outcome(**{**_fields(outcome), "interrupted": True})
+                return dataclasses.replace(outcome, interrupted=True)
             self.run(record(self.store, outcome.run_id, choices, key=self.key))
             outcome = self.resume(outcome.run_id, renderer)
         return outcome
@@ -140,55 +141,60 @@ class Session:
     async def drive(self, stream: Callable[[], AsyncIterator[Event]], renderer: Renderer) -> Outcome:
         """Render one run's events; Ctrl-C cancels the run, not the command."""
         run_id, last = "", None
+        events = stream()
         renderer.start()
-        with _on_ctrl_c() as interrupted:
-            events = stream()
+        with _CtrlC() as ctrl_c:
             try:
                 async for ev in events:
                     renderer.event(ev)
                     run_id = ev.run_id if isinstance(ev, RunStarted) else run_id
                     last = ev
             except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if not interrupted or task is None:
+                if not ctrl_c.consume():
                     raise
-                while task.uncancel():
-                    pass
                 last = Cancelled("interrupted (Ctrl-C)")
                 renderer.event(last)
             finally:
+                ctrl_c.armed = False
                 renderer.stop()
-                if (close := getattr(events, "aclose", None)) is not None:
-                    await close()  # the loop records an early end in the journal
+        if (close := getattr(events, "aclose", None)) is not None:
+            await close()  # a stream left early records how it ended in the journal
         return Outcome.of(run_id, last)
 
 
-def _fields(outcome: Outcome) -> dict[str, Any]:
-    return {name: getattr(outcome, name) for name in Outcome.__slots__}
+class _CtrlC:
+    """While armed, Ctrl-C cancels the task that entered the block (not the process).
 
-
-@contextlib.contextmanager
-def _on_ctrl_c() -> Iterator[list[int]]:
-    """Within the block, Ctrl-C cancels the task running it; the list counts the presses.
-
-    (The agent's ``cancel`` event would be gentler, but with it the loop waits on
-    its watcher after the tools are done; cancelling the task has the same end.)
+    The agent's ``cancel`` event would be gentler, but with it the loop waits on
+    its watcher after the tools are done; cancelling the task ends the run the
+    same way: tools are cancelled and the loop commits ``cancelled``.
     """
-    presses: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield presses
-        return
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
 
-    def interrupt() -> None:
-        presses.append(1)
-        if task is not None:
-            task.cancel()
+    def __init__(self) -> None:
+        self.pressed = 0
+        self.armed = True
+        self.task: asyncio.Task[Any] | None = None
 
-    loop.add_signal_handler(signal.SIGINT, interrupt)
-    try:
-        yield presses
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self.task = asyncio.current_task()
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._interrupt)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.task is not None:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def _interrupt(self) -> None:
+        if self.armed and self.task is not None:
+            self.pressed += 1
+            self.task.cancel()
+
+    def consume(self) -> bool:
+        """True (and the task's cancellation undone) if Ctrl-C caused it."""
+        if not self.pressed or self.task is None:
+            return False
+        while self.task.uncancel():
+            pass
+        return True
