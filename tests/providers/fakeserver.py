@@ -11,19 +11,25 @@ Script model turns without caring about the wire shape, or whole HTTP replies
 (faults, headers, delays, broken streams)::
 
     from providers.fakeserver import FakeServer, Reply, turn   # from any test under tests/
-    from tether import Agent
+    from tether import Agent, tool
     from tether.providers import OpenAICompatible
+
+    @tool(effect="none")
+    def add(a: int, b: int) -> int:
+        '''Add two numbers.'''
+        return a + b
 
     with FakeServer() as server:
         server.push(
             Reply.error(503, headers={"retry-after-ms": "10"}),    # a fault, retried
             turn(tool_calls=[("add", {"a": 2, "b": 3})]),          # a tool call
-            turn("5", reset_after=3),                              # a stream broken after 3 events
-            turn("5"),                                             # the retry succeeds
+            turn("2 + 3 = 5", reset_after=1),                      # a stream broken after 1 event
+            turn("2 + 3 = 5"),                                     # the retry succeeds
         )
         model = OpenAICompatible("fake", base_url=server.openai_url, api_key="k")
         result = Agent(model, [add]).run_sync("2 + 3?")
-        assert result.output == "5" and len(server.requests) == 4
+        assert result.output == "2 + 3 = 5" and len(server.requests) == 4
+        assert server.requests[2].json()["messages"][-1]["content"] == "5"  # the tool result
         server.assert_consumed()
 
 Instead of (or after) the queue, ``handler`` answers every request:

@@ -15,3 +15,17 @@ def test_the_offline_example_in_the_docs_runs() -> None:
     namespace: dict[str, object] = {}
     exec(compile(match.group(1), str(DOC), "exec"), namespace)  # asserts inside the example
     assert namespace["result"].output == "Hello from a fake model!"  # type: ignore[attr-defined]
+
+
+def test_the_fake_server_docstring_example_runs() -> None:
+    from . import fakeserver
+
+    lines = (fakeserver.__doc__ or "").split("::\n\n", 1)[1].splitlines()
+    code = []
+    for line in lines:
+        if line and not line.startswith("    "):
+            break
+        code.append(line[4:])
+    namespace: dict[str, object] = {}
+    exec(compile("\n".join(code), str(fakeserver.__file__), "exec"), namespace)  # asserts inside
+    assert namespace["result"].output == "2 + 3 = 5"  # type: ignore[attr-defined]

@@ -26,7 +26,7 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
@@ -173,12 +173,13 @@ class HTTPPolicy:
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
         """The model's next message (streamed or not, per ``stream=``)."""
-        async for piece in self.stream(context, tools):
-            if isinstance(piece, Message):
-                return piece
+        async with contextlib.aclosing(self.stream(context, tools)) as pieces:
+            async for piece in pieces:
+                if isinstance(piece, Message):
+                    return piece
         raise AssertionError("unreachable: stream() always ends with a Message")
 
-    async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
+    async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncGenerator[str | Message, None]:
         """Text pieces as they arrive, then the complete Message (with usage)."""
         body = self.body(context, tools)
         headers = self.headers()
