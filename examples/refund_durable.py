@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from refund_agent import make_agent
 
-from tether import ApprovalDecided, RunState
+from tether import RunState, record_decisions
 from tether.trace import render
 
 
@@ -36,11 +36,12 @@ async def start(db: str) -> int:
 
 
 async def approve(db: str, run_id: str) -> int:
-    store = open_store(db)
-    state = RunState.from_events(await store.load(run_id))
-    for p in state.pending:
-        state = state.approve(p.call.id, by="supervisor")
-    await store.append(run_id, [ApprovalDecided(d.to_dict()) for d in state.decisions], expected_seq=state.seq)
+    def approve_all(state: RunState) -> RunState:
+        for p in state.pending:
+            state = state.approve(p.call.id, by="supervisor")
+        return state
+
+    state = await record_decisions(open_store(db), run_id, approve_all)
     print(f"approved {len(state.decisions)} call(s) of run {run_id}")
     return 0
 

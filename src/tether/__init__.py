@@ -46,7 +46,7 @@ from .exceptions import (
 )
 from .messages import Message, ToolCall, Usage
 from .policy import Action, FunctionPolicy, Policy
-from .state import Decision, PendingCall, RunState
+from .state import Decision, PendingCall, RunState, record_decisions
 from .tools import Invocation, Tool, tool
 
 __version__ = "0.1.0"
@@ -74,6 +74,7 @@ __all__ = [
     "PendingCall",
     "Policy",
     "ProviderError",
+    "record_decisions",
     "replay",
     "RunResult",
     "RunStarted",

@@ -336,10 +336,11 @@ class Agent:
 
         try:
             async with asyncio.TaskGroup() as tg:
-                for plan in todo:
-                    tg.create_task(one(plan))
+                calls = [tg.create_task(one(plan)) for plan in todo]
                 if run.cancel is not None:
-                    tg.create_task(_watch(run.cancel))
+                    watcher = tg.create_task(_watch(run.cancel))
+                    await asyncio.wait(calls)
+                    watcher.cancel()
         except BaseExceptionGroup as group:
             if group.subgroup(_CancelRequested) is None:
                 raise group.exceptions[0] from None

@@ -18,8 +18,9 @@ import hashlib
 import hmac
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .context import Context
 from .events import (
@@ -39,6 +40,9 @@ from .events import (
 )
 from .exceptions import StateError, StateIncompatible, StateTampered
 from .messages import Message, ToolCall, Usage, check_keys
+
+if TYPE_CHECKING:
+    from .stores import RunStore
 
 SCHEMA_VERSION = 1
 Status = Literal["running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"]
@@ -518,6 +522,25 @@ _STATE_KEYS = frozenset(
         "signature",
     )
 )
+
+
+async def record_decisions(store: RunStore, run_id: str, decide: Callable[[RunState], RunState]) -> RunState:
+    """Decide on a stored run without running it: the approval inbox's one operation.
+
+    Rebuilds the run's state from its journal, applies ``decide`` (for example
+    ``lambda s: s.approve(call_id, key=key)``), and appends one ``approval-decided``
+    event per new decision at the state's position, so a decision made while
+    another process advanced the run is refused (``LeaseConflict``) instead of
+    landing on a state nobody saw. Resume the run by id to act on it.
+    """
+    events = await store.load(run_id)
+    if not events:
+        raise StateError(f"no run {run_id!r} in the store")
+    state = RunState.from_events(events)
+    decided = decide(state)
+    new = [ApprovalDecided(d.to_dict()) for d in decided.decisions if state.decision(d.call_id) != d]
+    await store.append(run_id, new, expected_seq=state.seq)
+    return decided
 
 
 def _typed(data: dict[str, Any], key: str, kind: type, default: Any = ...) -> Any:

@@ -52,7 +52,8 @@ def test_flags_beat_environment_beat_workspace_file_beat_user_file(tmp_path: Pat
     (home / ".config" / "tether" / "config.toml").write_text(
         'model = "user-model"\nbase_url = "http://user"\nmax_steps = 7\ninstructions = "be brief"\n'
     )
-    (ws / "tether.toml").write_text('model = "ws-model"\nbase_url = "http://ws"\n')
+    (ws / ".tether").mkdir(exist_ok=True)
+    (ws / ".tether" / "config.toml").write_text('model = "ws-model"\nbase_url = "http://ws"\n')
     env = {"HOME": str(home), "TETHER_MODEL": "env-model"}
     s = load_settings(workspace=str(ws), env=env)
     assert (s.model, s.base_url, s.max_steps, s.instructions) == ("env-model", "http://ws", 7, "be brief")
@@ -62,10 +63,12 @@ def test_flags_beat_environment_beat_workspace_file_beat_user_file(tmp_path: Pat
 
 
 def test_config_values_are_type_checked(tmp_path: Path) -> None:
-    (tmp_path / "tether.toml").write_text("max_steps = 'many'\n")
+    (tmp_path / ".tether").mkdir(exist_ok=True)
+    (tmp_path / ".tether" / "config.toml").write_text("max_steps = 'many'\n")
     with pytest.raises(ConfigError, match=r"setting 'max_steps' in .* must be a int"):
         load_settings(workspace=str(tmp_path), env={"HOME": str(tmp_path)})
-    (tmp_path / "tether.toml").write_text("model = \n")
+    (tmp_path / ".tether").mkdir(exist_ok=True)
+    (tmp_path / ".tether" / "config.toml").write_text("model = \n")
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_settings(workspace=str(tmp_path), env={"HOME": str(tmp_path)})
 

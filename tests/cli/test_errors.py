@@ -96,12 +96,14 @@ def test_deciding_on_a_call_that_is_not_waiting(tether, script) -> None:
 
 
 def test_config_file_settings_are_read_and_checked(tether, script, ws: Path, home: Path) -> None:
-    (ws / "tether.toml").write_text('model = "gemini:pro"\n')
+    (ws / ".tether").mkdir(exist_ok=True)
+    (ws / ".tether" / "config.toml").write_text('model = "gemini:pro"\n')
     assert "unknown model prefix 'gemini'" in _one_line_error(tether("run", "hi"))
-    (ws / "tether.toml").write_text('modle = "x"\n')
+    (ws / ".tether").mkdir(exist_ok=True)
+    (ws / ".tether" / "config.toml").write_text('modle = "x"\n')
     line = _one_line_error(tether("run", "hi"))
-    assert line.startswith(f"error: unknown setting 'modle' in {str(ws / 'tether.toml')!r}")
-    (ws / "tether.toml").unlink()
+    assert line.startswith(f"error: unknown setting 'modle' in {str(ws / '.tether' / 'config.toml')!r}")
+    (ws / ".tether" / "config.toml").unlink()
     user = home / ".config" / "tether"
     user.mkdir(parents=True)
     (user / "config.toml").write_text('model = "openai:gpt-4o"\n')

@@ -350,6 +350,15 @@ def test_a_cancel_event_cancels_running_tools_and_ends_with_cancelled() -> None:
     assert cancelled_inside == [True, True]
 
 
+def test_a_cancel_event_that_is_never_set_changes_nothing() -> None:
+    async def main():
+        agent = Agent(ScriptedModel([[Action("check_policy", {"reason": "x"})] * 2, "done"]), [check_policy])
+        return await asyncio.wait_for(agent.run("go", cancel=asyncio.Event()), timeout=10)
+
+    result = asyncio.run(main())
+    assert result.status == "finished" and result.output == "done"
+
+
 def test_cancelling_the_consuming_task_commits_cancelled_and_stops_tools() -> None:
     from tether.stores.memory import MemoryStore
 

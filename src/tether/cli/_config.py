@@ -1,7 +1,7 @@
 """Configuration for the command line: which model, workspace, store and key.
 
 Each setting comes from the first place that has it: a command-line flag, an
-environment variable, the workspace's ``tether.toml``, the user's
+environment variable, the workspace's ``.tether/config.toml`` (out of the agent's reach: the file and shell tools cannot touch ``.tether``), the user's
 ``~/.config/tether/config.toml``, then a default. Everything that can be wrong
 with it (an unknown model prefix, a missing API key, an extra that is not
 installed) raises :class:`ConfigError` with one line that says what to set or
@@ -85,7 +85,7 @@ def load_settings(
     ws = Path(workspace or os.getcwd()).expanduser().resolve()
     if not ws.is_dir():
         raise ConfigError(f"workspace {str(ws)!r} is not a directory (check --workspace)")
-    files = [read_config(ws / "tether.toml"), read_config(user_config_path(env))]
+    files = [read_config(ws / ".tether" / "config.toml"), read_config(user_config_path(env))]
     flags = {"model": model, "base_url": base_url, "api_key_env": api_key_env, "store": store}
     from_env = {
         "model": env.get("TETHER_MODEL"),

@@ -22,9 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..events import ApprovalDecided
 from ..exceptions import UserError
-from ..state import PendingCall, RunState, Verdict
+from ..state import PendingCall, RunState, Verdict, record_decisions
 
 if TYPE_CHECKING:
     from ..stores import RunStore
@@ -64,13 +63,13 @@ async def record(
     if state.status not in ("paused", "needs-decision"):
         hint = " (if its process died, `tether resume` it first)" if state.status == "running" else ""
         raise UserError(f"run {run_id!r} is {state.status!r}, not waiting for a decision{hint}")
-    decided = state
-    for c in choices:
-        decided = decide(decided, c, key=key, by=by or reviewer())
-    ids = dict.fromkeys(c.call_id for c in choices)  # in order, once each
-    events = [ApprovalDecided(d.to_dict()) for cid in ids if (d := decided.decision(cid))]
-    await store.append(run_id, events, expected_seq=state.seq)
-    return decided
+
+    def apply(current: RunState) -> RunState:
+        for c in choices:
+            current = decide(current, c, key=key, by=by or reviewer())
+        return current
+
+    return await record_decisions(store, run_id, apply)
 
 
 def decide(state: RunState, c: Choice, *, key: bytes, by: str) -> RunState:
