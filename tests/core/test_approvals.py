@@ -266,3 +266,26 @@ def test_the_state_json_is_plain_and_stable() -> None:
         "signature",
     }
     assert RunState.from_json(result.state.to_json()) == result.state
+
+
+def test_record_decisions_appends_only_new_decisions_and_refuses_a_moved_run() -> None:
+    from tether import record_decisions
+
+    ran: list[str] = []
+    store = MemoryStore()
+    agent, _, _ = paused_run(ran, store=store)
+
+    async def decide() -> None:
+        decided = await record_decisions(store, "r1", lambda s: s.approve("call_1_1"))
+        assert [d.call_id for d in decided.decisions] == ["call_1_1"]
+        again = await record_decisions(store, "r1", lambda s: s.deny("call_1_2", "no"))
+        assert [d.call_id for d in again.decisions] == ["call_1_1", "call_1_2"]
+        kinds = [e.kind for e in await store.load("r1")]
+        assert kinds.count("approval-decided") == 2
+
+    asyncio.run(decide())
+    assert agent.run_sync(run_id="r1").status == "finished"
+    with pytest.raises(StateError, match="not waiting"):
+        asyncio.run(record_decisions(store, "r1", lambda s: s.approve("call_1_1")))
+    with pytest.raises(StateError, match="no run 'nope'"):
+        asyncio.run(record_decisions(store, "nope", lambda s: s))
