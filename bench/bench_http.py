@@ -223,7 +223,7 @@ def main(quick: bool) -> None:
             plan = [(1, 50, 2), (100, 100, 1), (1000, 1000, 1)]
         print(
             f"bench_http: K={K} tool round-trips per run ({K + 1} requests), mock server pid {server.pid}, "
-            f"{os.cpu_count()} CPUs\n"
+            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start\n"
         )
         rows = []
         for concurrency, runs, reps in plan:
