@@ -344,7 +344,7 @@ def compare(
     first = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
     return [
         f"notebook differs from the reference at message {first}: "
-        f"got {got[first:first + 1]!r}, want {want[first:first + 1]!r} ({len(got)} vs {len(want)} messages)"
+        f"got {got[first : first + 1]!r}, want {want[first : first + 1]!r} ({len(got)} vs {len(want)} messages)"
     ]
 
 
@@ -369,7 +369,12 @@ def call_ordered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             order = {c["id"]: i for i, c in enumerate(m.get("tool_calls", []))}
         out.append(m)
         i = len(out) - 1
-        while m["role"] == "tool" and i > 0 and out[i - 1]["role"] == "tool" and _rank(out[i - 1], order) > _rank(m, order):
+        while (
+            m["role"] == "tool"
+            and i > 0
+            and out[i - 1]["role"] == "tool"
+            and _rank(out[i - 1], order) > _rank(m, order)
+        ):
             out[i - 1], out[i] = out[i], out[i - 1]
             i -= 1
     return out

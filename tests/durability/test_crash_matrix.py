@@ -9,8 +9,9 @@ from outside, as another process would.
 The plan puts the call under test first, so every tool-path point hits it:
 ``none`` / ``idempotent`` / ``once`` cells run ``[target, refund]`` in one turn
 (the refund needs approval, so the approval points are on the path too), the
-``approval`` cells run ``[refund]`` alone. All ten points are reached in every
-cell. Two more cells crash at the model points of the final turn
+``approval`` cells run ``[refund]`` alone (so do the cells whose retried
+attempt is killed again, so that the second kill can only hit the target). All
+ten points are reached in every cell. Two more cells crash at the model points of the final turn
 (``TETHER_CRASH_AT=<point>:2``), where the reply is the answer.
 
 Worker processes are forked from a few fork servers (``zygote.py``) instead of
@@ -69,9 +70,14 @@ class Cell:
         return f"{self.kind}-{self.crash_at}-{self.verdict}{more}"
 
     @property
+    def with_refund(self) -> bool:
+        """The approval path rides along, except where a second kill must hit the target alone."""
+        return self.kind == "approval" or self.crashes == 1
+
+    @property
     def plan(self) -> Plan:
         target = TARGETS[self.kind]
-        return [[target]] if self.kind == "approval" else [[target, REFUND]]
+        return [[target, REFUND]] if self.kind != "approval" and self.crashes == 1 else [[target]]
 
     @property
     def asks_human(self) -> bool:
@@ -206,13 +212,8 @@ def test_cell_recovers_with_nothing_lost_and_no_once_effect_repeated(
     assert out.target_runs == cell.executions
     assert out.story.needs_decision == (cell.crashes if cell.asks_human else 0)
     # The approval path: one approval recorded, the approved refund ran exactly once.
-    assert out.approvals == 1
-    if cell.kind == "approval":
-        assert out.refund_runs == cell.executions
-    elif cell.crashes == 1:
-        assert out.refund_runs == 1
-    else:  # the retried call and the approved refund run together; the 2nd kill may catch both
-        assert 1 <= out.refund_runs <= 1 + sum(v.count("retry") for v in out.story.decisions.values())
+    assert out.approvals == int(cell.with_refund)
+    assert out.refund_runs == (cell.executions if cell.kind == "approval" else int(cell.with_refund))
     # One extra model request when the reply was lost, none otherwise.
     assert out.verdict.extra_model_calls == (1 if cell.point == "after_model_response" else 0)
 

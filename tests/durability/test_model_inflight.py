@@ -24,7 +24,7 @@ from .harness import Lab, Story, finish, judge, kill9, reference, wait_ready
 from .worker import read_oracle
 
 TRIALS = int(os.environ.get("TETHER_D36_TRIALS", "100"))
-RUNS = 40
+RUNS = 60
 
 
 def in_flight(lab: Lab, pid: int) -> set[str]:
@@ -38,9 +38,7 @@ def in_flight(lab: Lab, pid: int) -> set[str]:
 
 def test_kill9_during_model_requests_costs_one_request_per_kill(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("TETHER_SOAK_SEED", "36")))
-    plans = {
-        f"m{i}": [[["send", {"to": f"u{i}", "text": f"step {t}"}]] for t in range(3)] for i in range(RUNS)
-    }
+    plans = {f"m{i}": [[["send", {"to": f"u{i}", "text": f"step {t}"}]] for t in range(3)] for i in range(RUNS)}
     lab = Lab(tmp_path, str(tmp_path / "runs.db"), plans, model_delay=0.25)
     stories = {r: Story() for r in plans}
     inflight_kills: Counter[str] = Counter()

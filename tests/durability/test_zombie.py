@@ -124,7 +124,7 @@ def test_a_zombie_worker_cannot_commit_after_a_takeover(
     plans = {f"z{i}": [[["put", {"key": f"k{i}", "value": "v"}], ["send", {"to": f"u{i}", "text": "hi"}]]]
              for i in range(10)}  # fmt: skip
     lab = Lab(tmp_path, store_url(backend, tmp_path, request), plans)
-    zombie = lab.start("--stall", "3")
+    zombie = lab.start("--stall", "4")
     wait_ready(zombie)
     deadline = time.monotonic() + 30
     while sum(r["ev"] == "tool" for r in read_oracle(lab.oracle)) < 2 * len(plans):

@@ -188,9 +188,7 @@ class TrackedStore:
     workers have loaded it, so racing workers resume from the same snapshot.
     """
 
-    def __init__(
-        self, inner: RunStore, ledger: Ledger, barrier: Path | None = None, parties: int = 2
-    ) -> None:
+    def __init__(self, inner: RunStore, ledger: Ledger, barrier: Path | None = None, parties: int = 2) -> None:
         self.inner, self.ledger, self.barrier, self.parties = inner, ledger, barrier, parties
         self._waited: set[str] = set()
 

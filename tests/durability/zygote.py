@@ -26,9 +26,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import worker  # noqa: E402
+import worker
 
-import tether._crash  # noqa: E402
+import tether._crash
 
 
 def child(request: dict[str, Any]) -> None:
