@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_readme_python_blocks_run_in_order() -> None:
+    # ```python blocks run; ```py blocks are shown only (they need a key, a server or a path).
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) >= 5
