@@ -38,10 +38,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import tether
 from tether import (
     Action,
     Agent,
-    ApprovalDecided,
     Context,
     Event,
     FunctionPolicy,
@@ -276,22 +276,21 @@ async def drive_reported(agent: Agent, store: RunStore, run_id: str, plan: Plan,
     print(json.dumps({"run": run_id, "status": status, "pid": os.getpid()}), flush=True)
 
 
-async def record_decisions(store: RunStore, run_id: str, decide: dict[str, str]) -> RunState:
-    """What a human does from another process: append decisions to a paused run.
+async def record_decisions(store: RunStore, run_id: str, rules: dict[str, str]) -> RunState:
+    """What a human does from another process: decide on a paused run (``tether.record_decisions``).
 
-    ``decide`` maps a verdict to use per call *status*, e.g.
+    ``rules`` maps a call *status* to the verdict for its undecided calls, e.g.
     ``{"started": "skip", "awaiting-approval": "approve"}``; returns the state decided on.
     """
-    state = RunState.from_events(await store.load(run_id))
-    before = {d.call_id for d in state.decisions}
-    for p in state.pending:
-        verdict = decide.get(p.status)
-        if verdict is not None and state.decision(p.call.id) is None:
-            state = getattr(state, verdict)(p.call.id, by="test")
-    new = [ApprovalDecided(d.to_dict()) for d in state.decisions if d.call_id not in before]
-    if new:
-        await store.append(run_id, new, expected_seq=state.seq)
-    return state
+
+    def decide(state: RunState) -> RunState:
+        for p in state.pending:
+            verdict = rules.get(p.status)
+            if verdict is not None and state.decision(p.call.id) is None:
+                state = getattr(state, verdict)(p.call.id, by="test")
+        return state
+
+    return await tether.record_decisions(store, run_id, decide)
 
 
 # -- entry point -------------------------------------------------------------------
