@@ -58,7 +58,7 @@ def main() -> int:
     parser.add_argument("step", choices=["start", "approve", "finish"])
     parser.add_argument("run_id", nargs="?")
     parser.add_argument("--db", default="runs.db")
-    a = parser.parse_args()
+    a = parser.parse_intermixed_args()
     if a.step == "start":
         return asyncio.run(start(a.db))
     if not a.run_id:

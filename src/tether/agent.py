@@ -209,6 +209,11 @@ class Agent:
         if run.journal.pending:  # resumed in the middle of a turn
             async for ev in self._act(run):
                 yield ev
+        elif (output := self._committed_output(run)) is not None:
+            # Resumed after the answer was committed but before the run was marked finished.
+            yield await run.commit(Finished(output, run.journal.usage))
+            crash_point("after_run_complete")
+            return
         while not run.ended:
             if stop := run.check_budget():
                 yield await run.commit(stop)
@@ -369,6 +374,13 @@ class Agent:
         ev = await run.commit(ToolFinished(result, error))
         crash_point("after_result_commit")
         return ev
+
+    def _committed_output(self, run: _Run) -> str | None:
+        """A final answer or terminal tool result already in the notebook (then the run is done)."""
+        last = run.journal.context.last()
+        if last is not None and last.role == "assistant" and not last.tool_calls:
+            return last.content
+        return self._terminal_output(run)
 
     def _terminal_output(self, run: _Run) -> str | None:
         """The result of the first terminal tool of the turn that just ended, if any."""

@@ -101,8 +101,7 @@ CELLS += [Cell(kind, "mid_tool", "retry", crashes=2) for kind in ("once", "appro
 CELLS += [Cell("none", point, nth=2) for point in ("after_model_response", "after_proposed_commit")]
 
 # Cells that expose the bugs in docs/durability.md ("Known gaps"); strict, so a fix shows up.
-FINAL_ANSWER = "agent._loop asks the model again after a committed final answer"
-KNOWN_BUGS = {"none-after_proposed_commit:2-skip": FINAL_ANSWER}
+KNOWN_BUGS: dict[str, str] = {}  # cell id -> reason, for a strict xfail while a bug is open
 
 
 @dataclass

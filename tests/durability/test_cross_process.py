@@ -14,8 +14,6 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
 from tether import ApprovalDecided, RunState, ToolFinished, ToolStarted
 from tether.stores.sqlite import SQLiteStore
 
@@ -77,9 +75,6 @@ def test_pause_approve_finish_in_three_processes(tmp_path: Path) -> None:
     assert len({r["transcript"] for r in results}) == 1  # the same story every time
 
 
-@pytest.mark.xfail(
-    strict=True, reason="argparse: the positional run id after --db is rejected (use parse_intermixed_args)"
-)
 def test_the_usage_in_the_example_docstring_works(tmp_path: Path) -> None:
     db = str(tmp_path / "runs.db")
     run_id = step(tmp_path, "start", "--db", db).stdout.strip()

@@ -2,9 +2,9 @@
 
 Fixed (regression tests): an approval taken for a retry of an interrupted
 ``once`` call, a retry decision that outlived its attempt, edited arguments
-lost on a re-run. Still open (strict xfail, so a fix shows up as XPASS): a
-committed final answer or terminal tool result that resuming ignores, asking
-the model again. The last test pins documented behaviour, not a bug.
+lost on a re-run, a committed final answer or terminal tool result that
+resuming ignored (asking the model again). The last test pins documented
+behaviour, not a bug.
 
 The "crash" here is a store that commits an event and then raises, the
 in-process equivalent of ``TETHER_CRASH_AT`` at the point after that commit
@@ -115,7 +115,6 @@ async def test_a_call_approved_with_edited_arguments_reruns_with_those_arguments
     assert ran == [10]  # today: [1000], the amount the human changed
 
 
-@pytest.mark.xfail(strict=True, reason="agent._loop asks the model again after a committed final answer")
 async def test_a_final_answer_committed_before_the_crash_is_not_asked_for_again() -> None:
     asked: list[int] = []
 
@@ -133,7 +132,6 @@ async def test_a_final_answer_committed_before_the_crash_is_not_asked_for_again(
     assert answers == ["answer #1"]  # today: ["answer #1", "answer #2"], one more model request
 
 
-@pytest.mark.xfail(strict=True, reason="agent._loop ignores a committed terminal tool result on resume")
 async def test_a_terminal_tool_result_committed_before_the_crash_ends_the_run() -> None:
     @tool(effect="none", terminal=True)
     def submit(text: str) -> str:

@@ -66,6 +66,7 @@ def test_sqlite_soak_random_kill9(tmp_path: Path) -> None:
     assert report.lost == []
     assert set(report.store_checks) == {"ok"}
     assert report.verdict.problems == [], f"seed {SEED}: {report.verdict.problems[:10]}"
+    assert report.verdict.repeated_answers == 0  # a committed final answer is never asked for again
 
 
 @pytest.mark.slow
@@ -79,3 +80,4 @@ def test_postgres_soak_random_kill9(tmp_path: Path, pg_schema: str) -> None:
     assert report.lost == []
     assert set(report.store_checks) == {"ok"}
     assert report.verdict.problems == [], f"seed {SEED}: {report.verdict.problems[:10]}"
+    assert report.verdict.repeated_answers == 0  # a committed final answer is never asked for again
