@@ -7,10 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-import resource
 import sys
 
 from tether.toolkits import Sandbox, SandboxLimits
+
+
+def peak_rss_mib() -> float:
+    """This process's own peak RSS (VmHWM).
+
+    Not ``getrusage``: Linux carries ``ru_maxrss`` across ``execve``, so a worker
+    forked from a large parent (pytest after loading a model) would report the
+    parent's size.
+    """
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 async def main(workspace: str, timeout: str, command: str) -> None:
@@ -22,7 +35,7 @@ async def main(workspace: str, timeout: str, command: str) -> None:
         "stdout_bytes": len(result.stdout),
         "stdout_tail": result.stdout[-80:].decode(errors="replace"),
         "truncated": result.truncated,
-        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "max_rss_mib": peak_rss_mib(),
     }
     print(json.dumps(report), flush=True)
 
