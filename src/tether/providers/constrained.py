@@ -45,7 +45,7 @@ import contextvars
 import copy
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -500,7 +500,7 @@ class ConstrainedOpenAI(OpenAICompatible):
                 return piece
         raise AssertionError("unreachable: stream() always ends with a Message")
 
-    async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
+    async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncGenerator[str | Message, None]:
         """Text of the answer as it arrives (with ``stream=True``), then the Message."""
 
         async def send(body: dict[str, Any]) -> AsyncIterator[str | Completion]:

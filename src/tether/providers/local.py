@@ -35,20 +35,22 @@ from ..context import Context
 from ..exceptions import ProviderError, UserError
 from ..messages import Message, Usage
 from ..tools import Tool
-from ._weights import WEIGHTS, gguf_path
+from ._weights import gguf_path
 from .constrained import Completion, completion_of, drive, drive_stream, turn
 
-DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"  # why: docs/local_model.md ("Which model")
 INSTALL = "pip install 'tether[local]'"
 
 
 class LocalModel:
-    """A Policy backed by a local GGUF model (Qwen2.5-Coder 0.5B by default).
+    """A Policy backed by a local GGUF model (Qwen2.5-Coder 1.5B by default).
 
-    ``model`` is a known name (``"qwen2.5-coder-0.5b"``, ``"qwen2.5-coder-1.5b"``)
-    or the path of any GGUF file. ``threads`` are decoding threads: 1 is the
-    safe default on small machines (more threads on a busy 2-core box spin at
-    barriers and get slower, not faster).
+    ``model`` is a known name (``"qwen2.5-coder-1.5b"``, the default, or the
+    faster but less reliable ``"qwen2.5-coder-0.5b"``) or the path of any GGUF
+    file. ``threads`` are decoding threads: 1 is the safe default on small
+    machines (more threads on a busy 2-core box spin at barriers and get
+    slower, not faster). ``max_tool_calls`` is the per-task budget of the
+    constrained protocol's guard.
 
     >>> LocalModel("qwen2.5-coder-1.5b", threads=2)
     LocalModel('qwen2.5-coder-1.5b', threads=2)
@@ -204,8 +206,4 @@ def _import_binding() -> Any:
     try:
         return importlib.import_module("xllamacpp")
     except ImportError as exc:
-        names = " or ".join(repr(n) for n in WEIGHTS if n.startswith("qwen"))
-        raise UserError(
-            f"the local model needs the xllamacpp runtime: {INSTALL} "
-            f"(and the weights of {names}; see docs/local_model.md)"
-        ) from exc
+        raise UserError(f"the local model needs the xllamacpp runtime: {INSTALL} (see docs/local_model.md)") from exc
