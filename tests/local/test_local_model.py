@@ -120,6 +120,13 @@ async def test_the_event_loop_stays_free_while_the_model_thinks(model: LocalMode
 
 
 @pytestmark_model
+async def test_a_prompt_too_long_for_the_context_fails_the_run_cleanly(model_path: Path) -> None:
+    result = await Agent(LocalModel(model_path, context_size=512)).run("word " * 1000)
+    assert result.status == "failed"
+    assert "exceeds the available context size (512 tokens)" in (result.error or "")
+
+
+@pytestmark_model
 def test_the_model_loads_once_per_process(model: LocalModel, model_path: Path) -> None:
     assert LocalModel(model_path, temperature=0.5).load() is model.load()
 

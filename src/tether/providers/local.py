@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import importlib
+import json
 import os
 import secrets
 import threading
@@ -108,7 +109,7 @@ class LocalModel:
         except (ValueError, RuntimeError) as exc:
             raise ProviderError(f"the local model refused the request: {exc}") from exc
         if not isinstance(data, dict) or "error" in data:
-            raise ProviderError(f"the local model failed: {data!r}"[:500], body=str(data))
+            raise _failure(data)
         return data
 
     async def _complete(self, body: dict[str, Any]) -> Completion:
@@ -154,7 +155,7 @@ async def _drain(
                 raise ProviderError(f"the local model refused the request: {chunk}") from chunk
             raise chunk
         if "error" in chunk:
-            raise ProviderError(f"the local model failed: {chunk['error']!r}"[:500], body=str(chunk))
+            raise _failure(chunk)
         for choice in chunk.get("choices") or ():
             if text := (choice.get("delta") or {}).get("content"):
                 parts.append(text)
@@ -162,6 +163,19 @@ async def _drain(
         if u := chunk.get("usage"):
             usage = Usage(int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0)), 1)
     yield Completion("".join(parts), usage)
+
+
+def _failure(data: Any) -> ProviderError:
+    """A ProviderError from the binding's error reply, ``{"error": {"code", "message", ...}}``."""
+    error = data.get("error", data) if isinstance(data, dict) else data
+    if not isinstance(error, dict):
+        return ProviderError(f"the local model failed: {error!r}"[:500], body=repr(data))
+    code, message = error.get("code"), error.get("message") or repr(error)
+    return ProviderError(
+        f"the local model failed: {message}",
+        status_code=code if isinstance(code, int) else None,
+        body=json.dumps(data, default=str),
+    )
 
 
 # -- one server per (file, threads, context size) per process -------------------
