@@ -30,6 +30,7 @@ def test_contracts_reads_free_writes_gated(tools: dict[str, Tool]) -> None:
         "write_file": ("idempotent", True),
         "edit_file": ("idempotent", True),
         "list_dir": ("none", False),
+        "find_files": ("none", False),
     }
 
 
@@ -101,6 +102,17 @@ def test_schemas(tools: dict[str, Tool]) -> None:
                         "type": "string",
                     }
                 },
+                "type": "object",
+            },
+            "find_files": {
+                "additionalProperties": False,
+                "properties": {
+                    "pattern": {
+                        "description": 'a glob relative to the workspace root: "*.py" matches the top folder only, "**/*.py" every folder, "src/*.md" one folder.',
+                        "type": "string",
+                    }
+                },
+                "required": ["pattern"],
                 "type": "object",
             },
         }

@@ -8,13 +8,14 @@ have ``effect="none"`` and no approval; writes are ``effect="idempotent"``
 
 >>> tools = file_tools("/srv/project", approval=False)  # doctest: +SKIP
 >>> [t.name for t in tools]  # doctest: +SKIP
-['read_file', 'write_file', 'edit_file', 'list_dir']
+['read_file', 'write_file', 'edit_file', 'list_dir', 'find_files']
 """
 
 from __future__ import annotations
 
 import codecs
 import os
+import re
 
 from ..tools import Approval, Tool, tool
 from ._workspace import DirEntry, PathRefused, Workspace
@@ -22,6 +23,7 @@ from ._workspace import DirEntry, PathRefused, Workspace
 __all__ = [
     "edit_file_tool",
     "file_tools",
+    "find_files_tool",
     "list_dir_tool",
     "read_file_tool",
     "write_file_tool",
@@ -29,16 +31,18 @@ __all__ = [
 
 MAX_READ_BYTES = 1 << 20
 MAX_LIST_ENTRIES = 500
+MAX_FOUND_NAMES = 200
 
 
 def file_tools(workspace: str | os.PathLike[str] | Workspace, *, approval: Approval = True) -> list[Tool]:
-    """``read_file``, ``write_file``, ``edit_file`` and ``list_dir`` for one workspace."""
+    """``read_file``, ``write_file``, ``edit_file``, ``list_dir`` and ``find_files`` for one workspace."""
     ws = _workspace(workspace)
     return [
         read_file_tool(ws),
         write_file_tool(ws, approval=approval),
         edit_file_tool(ws, approval=approval),
         list_dir_tool(ws),
+        find_files_tool(ws),
     ]
 
 
@@ -162,6 +166,67 @@ def list_dir_tool(workspace: str | os.PathLike[str] | Workspace, *, max_entries:
         return "\n".join(lines) if lines else "(empty directory)"
 
     return list_dir
+
+
+def find_files_tool(workspace: str | os.PathLike[str] | Workspace, *, max_names: int = MAX_FOUND_NAMES) -> Tool:
+    """A ``find_files`` tool: count and name the workspace files that match a glob.
+
+    Counting is done here, not by the model: small models miscount listings.
+    Symlinks are not followed, and ``.git`` / ``.tether`` are not searched.
+    """
+    ws = _workspace(workspace)
+
+    @tool(name="find_files", effect="none")
+    def find_files(pattern: str) -> str:
+        """Find files whose path matches a glob pattern, and count them.
+
+        Args:
+            pattern: a glob relative to the workspace root: "*.py" matches the top folder
+                only, "**/*.py" every folder, "src/*.md" one folder.
+        """
+        found = _glob(ws, pattern)
+        head = f"{len(found)} file{'s' if len(found) != 1 else ''} match {pattern!r}"
+        if not found:
+            return head
+        names = ", ".join(found[:max_names])
+        more = f" [... {len(found) - max_names} more]" if len(found) > max_names else ""
+        return f"{head}: {names}{more}"
+
+    return find_files
+
+
+def _glob(ws: Workspace, pattern: str) -> list[str]:
+    if not pattern or pattern.startswith("/") or ".." in pattern.split("/"):
+        raise PathRefused(f"pattern {pattern!r} must be relative to the workspace, without '..'")
+    regex = _glob_regex(pattern)
+    found = []
+    for top, dirs, files in os.walk(ws.root, followlinks=False):
+        rel_top = os.path.relpath(top, ws.root)
+        if rel_top == ".":
+            dirs[:] = [d for d in dirs if d not in (*ws.hidden, *ws.read_only)]
+        for name in files:
+            rel = name if rel_top == "." else f"{rel_top}/{name}"
+            if regex.fullmatch(rel) and not os.path.islink(os.path.join(top, name)):
+                found.append(rel)
+    return sorted(found)
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob as a regex over "/"-separated paths: ``*`` and ``?`` stay in one folder, ``**/`` spans any."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        else:
+            c = pattern[i]
+            out.append("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c))
+            i += 1
+    return re.compile("".join(out))
 
 
 def _entry_line(entry: DirEntry) -> str:
