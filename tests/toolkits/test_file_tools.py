@@ -108,7 +108,7 @@ def test_schemas(tools: dict[str, Tool]) -> None:
                 "additionalProperties": False,
                 "properties": {
                     "pattern": {
-                        "description": 'a glob relative to the workspace root: "*.py" matches the top folder only, "**/*.py" every folder, "src/*.md" one folder.',
+                        "description": 'a glob relative to the workspace: "*.py" is this folder only, "**/*.py" also every folder below it.',
                         "type": "string",
                     }
                 },

@@ -3,6 +3,9 @@
 * :class:`OpenAICompatible`: any chat-completions endpoint (OpenAI, DeepSeek,
   Groq, Together, OpenRouter, Ollama, vLLM, llama.cpp server...).
 * :class:`Anthropic`: Claude through the native Messages API.
+* :class:`LocalModel`: a small GGUF model in-process, offline (``tether[local]``).
+* :class:`ConstrainedOpenAI`: JSON-Schema-constrained tool calls over any
+  OpenAI-compatible server that supports ``response_format`` (small models).
 
 Both stream, retry transient faults with backoff, and raise
 :class:`~tether.exceptions.ProviderError` when retries run out (the agent then
@@ -22,11 +25,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .anthropic import Anthropic
+    from .constrained import ConstrainedOpenAI
+    from .local import LocalModel
     from .openai_compat import OpenAICompatible
 
-__all__ = ["Anthropic", "OpenAICompatible"]
+__all__ = ["Anthropic", "ConstrainedOpenAI", "LocalModel", "OpenAICompatible"]
 
-_HOMES = {"Anthropic": ".anthropic", "OpenAICompatible": ".openai_compat"}
+_HOMES = {
+    "Anthropic": ".anthropic",
+    "ConstrainedOpenAI": ".constrained",
+    "LocalModel": ".local",
+    "OpenAICompatible": ".openai_compat",
+}
 
 
 def __getattr__(name: str) -> Any:

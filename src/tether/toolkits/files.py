@@ -178,11 +178,12 @@ def find_files_tool(workspace: str | os.PathLike[str] | Workspace, *, max_names:
 
     @tool(name="find_files", effect="none")
     def find_files(pattern: str) -> str:
-        """Find files whose path matches a glob pattern, and count them.
+        """Count and list the files that match a glob pattern, e.g. "*.py" for the Python
+        files in this folder.
 
         Args:
-            pattern: a glob relative to the workspace root: "*.py" matches the top folder
-                only, "**/*.py" every folder, "src/*.md" one folder.
+            pattern: a glob relative to the workspace: "*.py" is this folder only,
+                "**/*.py" also every folder below it.
         """
         found = _glob(ws, pattern)
         head = f"{len(found)} file{'s' if len(found) != 1 else ''} match {pattern!r}"
