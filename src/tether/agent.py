@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
+import inspect
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -41,10 +43,10 @@ from .events import (
     ToolStarted,
 )
 from .exceptions import ProviderError, StateError, StateIncompatible, StoreError, UserError
-from .messages import Message, ToolCall, Usage
+from .messages import Message, ToolCall, Usage, new_call_id
 from .policy import Policy, ask
 from .state import Journal, PendingCall, RunState, Status, args_hash
-from .tools import ArgumentsInvalid, Invocation, Tool, result_text
+from .tools import ArgumentsInvalid, Invocation, Tool, ToolTimedOut, result_text
 
 if TYPE_CHECKING:
     from .stores import RunStore
@@ -105,6 +107,9 @@ class Agent:
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
+        _check_limits(max_steps, max_tool_calls, max_tokens, max_seconds)
+        if signing_key is not None and not (isinstance(signing_key, bytes) and len(signing_key) >= 16):
+            raise UserError("signing_key must be at least 16 random bytes (e.g. secrets.token_bytes(32))")
         self.policy = policy
         self.tools: dict[str, Tool] = {}
         for t in tools:
@@ -234,9 +239,12 @@ class Agent:
                 yield await run.commit(Failed(str(exc), "ProviderError"))
                 return
             except TimeoutError:
+                if not run.out_of_time():
+                    raise  # the policy's own timeout: a failure, not our budget
                 yield await run.commit(LimitReached("seconds", self.max_seconds or 0))
                 return
             assert message is not None
+            message = _unique_call_ids(message, run.journal.call_ids)
             crash_point("after_model_response")
             yield await run.commit(ModelReplied(message))
             crash_point("after_proposed_commit")
@@ -255,7 +263,7 @@ class Agent:
                 yield await run.commit(plan.note)
         todo = [p for p in plans if p.tool is not None]
         if todo:
-            if stop := run.check_budget(new_calls=sum(p.attempt == 1 for p in todo)):
+            if stop := run.check_budget(new_calls=sum(p.attempt == 1 for p in todo), in_turn=True):
                 yield await run.commit(stop)
                 return
             for plan in todo:
@@ -306,12 +314,16 @@ class Agent:
                 return _note(call, f"{text}: {decision.message}" if decision.message else text, "skipped")
             return _Plan(call, tool, args, attempt)
         ctx = run.journal.context
-        gated = tool.needs_approval(raw, ctx) or bool(self.approver and self.approver(tool, raw, ctx))
+        gated = (
+            pending.status == "awaiting-approval"  # asked once: this agent's gates cannot waive it
+            or tool.needs_approval(raw, ctx)
+            or bool(self.approver and self.approver(tool, raw, ctx))
+        )
         if not gated:
             return _Plan(call, tool, args, attempt)
         if decision is None:
             return _Plan(call, wait="approval")
-        if decision.verdict == "deny":
+        if decision.verdict != "approve":
             text = "a human denied this call"
             return _note(call, f"{text}: {decision.message}" if decision.message else text, "denied")
         if decision.args is None:
@@ -347,9 +359,11 @@ class Agent:
                     await asyncio.wait(calls)
                     watcher.cancel()
         except BaseExceptionGroup as group:
-            if group.subgroup(_CancelRequested) is None:
-                raise group.exceptions[0] from None
-            done.append(await run.commit(Cancelled("cancel requested")))
+            real = group.subgroup(lambda e: not isinstance(e, _CancelRequested | BaseExceptionGroup))
+            if real is not None:
+                raise real.exceptions[0] from None
+            if not run.ended:
+                done.append(await run.commit(Cancelled("cancel requested")))
         return done
 
     async def _call(self, run: _Run, plan: _Plan) -> Event:
@@ -357,16 +371,19 @@ class Agent:
         tool, call = plan.tool, plan.call
         invocation = Invocation(run.journal.run_id, call.id, tool.name)
         error: ErrorKind | None = None
+        budget = asyncio.timeout_at(run.deadline)
+        unknown = "" if inspect.iscoroutinefunction(tool.fn) else "; it runs in a thread and may still finish"
         try:
-            async with asyncio.timeout_at(run.deadline):
+            async with budget:
                 value = await tool.invoke(plan.args, invocation)
             text = result_text(value)
-        except TimeoutError:
-            if run.out_of_time():
-                text = f"tool {tool.name!r} was stopped: the run's time budget ran out"
+        except ToolTimedOut as exc:
+            text, error = f"{exc}{unknown}", "timeout"
+        except TimeoutError as exc:
+            if not budget.expired():  # the tool's own timeout error, not one of ours
+                text, error = f"tool {tool.name!r} failed: TimeoutError: {exc}", "raised"
             else:
-                text = f"tool {tool.name!r} timed out after {tool.timeout:g} seconds"
-            error = "timeout"
+                text, error = f"tool {tool.name!r} was stopped: the run's time budget ran out{unknown}", "timeout"
         except Exception as exc:
             text, error = f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", "raised"
         crash_point("after_tool_return")
@@ -397,6 +414,19 @@ class Agent:
         return None
 
 
+def _check_limits(steps: Any, tool_calls: Any, tokens: Any, seconds: Any) -> None:
+    def positive_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    if not positive_int(steps):
+        raise UserError(f"max_steps must be a positive integer, got {steps!r}")
+    for name, v in (("max_tool_calls", tool_calls), ("max_tokens", tokens)):
+        if v is not None and not positive_int(v):
+            raise UserError(f"{name} must be a positive integer or None, got {v!r}")
+    if seconds is not None and not (isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0):
+        raise UserError(f"max_seconds must be a positive number or None, got {seconds!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     call: ToolCall
@@ -406,6 +436,24 @@ class _Plan:
     prefix: str = ""
     note: ToolFinished | None = None
     wait: str | None = None
+
+
+def _unique_call_ids(message: Message, seen: set[str]) -> Message:
+    """``message`` with a fresh id for any call whose id is empty or already used in the run.
+
+    Some servers number calls per reply or repeat ids; one result per call and
+    idempotency keys (``run_id:call_id``) need ids unique within the run.
+    """
+    ids = [c.id for c in message.tool_calls]
+    if all(cid and cid not in seen for cid in ids) and len(set(ids)) == len(ids):
+        return message
+    calls, used = [], set(seen)
+    for c in message.tool_calls:
+        if not c.id or c.id in used:
+            c = ToolCall(new_call_id(), c.name, c.arguments)
+        used.add(c.id)
+        calls.append(c)
+    return dataclasses.replace(message, tool_calls=tuple(calls))
 
 
 def _parse_args(call: ToolCall, tool: Tool) -> tuple[dict[str, Any], dict[str, Any]] | _Plan:
@@ -473,6 +521,8 @@ class _Run:
             journal = Journal()
             for ev in events:
                 journal.apply(ev)
+            if journal.closed:
+                raise StateError(f"run {self.run_id!r} was cancelled for good and cannot be resumed")
             input, from_store = journal.snapshot(), True
             self._check_resumable(input, trusted=True)
             self.journal = journal
@@ -491,6 +541,8 @@ class _Run:
                 notes.append(Message.system(agent.instructions))
             notes.append(input if isinstance(input, Message) else Message.user(str(input)))
             run_id = self.run_id or uuid.uuid4().hex
+            if self.run_id and self.store is not None and await self.store.get(run_id) is not None:
+                raise UserError(f"run {run_id!r} already exists in the store; resume it with run_id= alone")
             first = [RunStarted(run_id, tuple(notes), False, agent.fingerprint)]
         out = [await self.commit(ev) for ev in first]
         if len(first) > 1:
@@ -503,7 +555,7 @@ class _Run:
                 f"run {state.run_id!r} was paused with other tool definitions "
                 f"(fingerprint {state.fingerprint!r}, this agent has {self.agent.fingerprint!r})"
             )
-        if state.status in ("finished", "cancelled") or (state.status == "running" and not trusted):
+        if state.status == "finished" or (state.status == "running" and not trusted):
             raise StateError(f"run {state.run_id!r} is {state.status!r} and cannot be resumed")
         key = self.agent.signing_key
         if key is not None:
@@ -518,18 +570,32 @@ class _Run:
         """Write ``ev`` to the store (if any), then fold it into the journal."""
         async with self.lock:
             if self.store is not None:
-                try:
-                    run_id = ev.run_id if isinstance(ev, RunStarted) else self.journal.run_id
-                    await self.store.append(run_id, [ev], expected_seq=self.journal.seq)
-                except BaseException:
-                    self.ended = True  # the journal can no longer be trusted to advance
-                    raise
-            self.journal.apply(ev)
-            if ev.kind in TERMINAL:
-                self.ended = True
-                if isinstance(ev, LimitReached):
-                    self.limit = ev.limit
+                await self._write(ev)
+            self._apply(ev)
         return ev
+
+    async def _write(self, ev: Event) -> None:
+        assert self.store is not None
+        run_id = ev.run_id if isinstance(ev, RunStarted) else self.journal.run_id
+        expected = self.journal.seq
+        try:
+            await self.store.append(run_id, [ev], expected_seq=expected)
+        except asyncio.CancelledError:
+            # Cancelled mid-write: learn whether it landed, so the journal matches the store.
+            info = await self.store.get(run_id)
+            if info is not None and info.seq > expected:
+                self._apply(ev)
+            raise
+        except BaseException:
+            self.ended = True  # the journal can no longer be trusted to advance
+            raise
+
+    def _apply(self, ev: Event) -> None:
+        self.journal.apply(ev)
+        if ev.kind in TERMINAL:
+            self.ended = True
+            if isinstance(ev, LimitReached):
+                self.limit = ev.limit
 
     async def end(self, ev: Event) -> None:
         """Commit a closing event unless the run has already ended."""
@@ -555,13 +621,13 @@ class _Run:
     def out_of_time(self) -> bool:
         return self.deadline is not None and asyncio.get_running_loop().time() >= self.deadline
 
-    def check_budget(self, new_calls: int = 0) -> Event | None:
+    def check_budget(self, new_calls: int = 0, *, in_turn: bool = False) -> Event | None:
         agent, j = self.agent, self.journal
         if self.cancel is not None and self.cancel.is_set():
             return Cancelled("cancel requested")
         if self.out_of_time():
             return LimitReached("seconds", agent.max_seconds or 0)
-        if new_calls == 0 and j.steps >= agent.max_steps:
+        if not in_turn and j.steps >= agent.max_steps:
             return LimitReached("steps", agent.max_steps)
         if agent.max_tokens is not None and j.usage.total_tokens >= agent.max_tokens:
             return LimitReached("tokens", agent.max_tokens)

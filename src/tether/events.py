@@ -134,10 +134,14 @@ class Failed:
 
 @dataclass(frozen=True, slots=True)
 class Cancelled:
-    """The run was cancelled; no tool was left running."""
+    """The run was cancelled; async tools were cancelled (a sync tool's thread cannot be
+    stopped and may still finish: its call is then resolved on resume by its ``effect``).
+
+    An interrupted run can be resumed; one cancelled with ``final=True`` cannot."""
 
     kind: ClassVar[str] = "cancelled"
     reason: str = ""
+    final: bool = False  # a person ended the run for good: it cannot be resumed
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,7 +150,7 @@ class Decision:
                 args=args,
                 message=_typed(data, "message", str, ""),
                 by=_typed(data, "by", str, ""),
-                expires_at=data.get("expires_at"),
+                expires_at=_expiry(data.get("expires_at")),
                 signature=_typed(data, "signature", str, ""),
             )
         except (KeyError, TypeError, ValueError) as exc:
@@ -172,9 +172,11 @@ class Journal:
         self.tool_calls = 0
         self.usage = Usage()
         self.status: Status = "running"
+        self.closed = False  # cancelled for good by a person
         self.paused_at = 0  # seq of the latest pause: decisions must be at least this new
         self.pending: dict[str, PendingCall] = {}  # insertion order = call order
         self.decisions: dict[str, Decision] = {}  # recorded in the journal
+        self.call_ids: set[str] = set()  # every call id of the run: ids are unique within a run
         self._ctx = Context()
         self._results: dict[str, Message] = {}
         self._order: list[str] = []  # call ids of this turn whose results are not written
@@ -187,6 +189,7 @@ class Journal:
         j.steps, j.tool_calls, j.usage, j.status = state.steps, state.tool_calls, state.usage, state.status
         j.paused_at = state.paused_at
         j.pending = {p.call.id: p for p in state.pending}
+        j.call_ids = {c.id for m in state.messages for c in m.tool_calls}
         j.decisions = {d.call_id: d for d in state.decisions}
         j._ctx = Context(state.messages)
         j._order = list(j.pending)
@@ -214,6 +217,7 @@ class Journal:
             self._ctx = self.context.add(ev.message)
             self._order = [c.id for c in ev.message.tool_calls]
             self.pending = {c.id: PendingCall(c) for c in ev.message.tool_calls}
+            self.call_ids.update(self.pending)
             self.decisions = {}
             self.steps += 1
             if ev.message.usage is not None:
@@ -250,6 +254,7 @@ class Journal:
             self.status = "failed"
         elif isinstance(ev, Cancelled):
             self.status = "cancelled"
+            self.closed = ev.final
         elif isinstance(ev, LimitReached):
             self.status = "limit-reached"
 
@@ -407,6 +412,13 @@ class RunState:
                 raise StateTampered(f"decision for call {d.call_id!r} was made for other arguments than the call has")
             if d.state_seq > self.seq:
                 raise StateTampered(f"decision for call {d.call_id!r} names a future state version")
+            wanted = ("retry", "skip") if p.status == "started" else ("approve", "deny")
+            if d.verdict not in wanted:
+                raise StateTampered(
+                    f"decision for call {d.call_id!r} says {d.verdict!r}, which does not fit a {p.status!r} call"
+                )
+            if d.expires_at is not None and time.time() > d.expires_at:
+                raise StateError(f"decision for call {d.call_id!r} has expired")
             if d.state_seq < self.paused_at:
                 raise StateError(
                     f"decision for call {d.call_id!r} was made for an older state "
@@ -541,6 +553,12 @@ async def record_decisions(store: RunStore, run_id: str, decide: Callable[[RunSt
     new = [ApprovalDecided(d.to_dict()) for d in decided.decisions if state.decision(d.call_id) != d]
     await store.append(run_id, new, expected_seq=state.seq)
     return decided
+
+
+def _expiry(value: Any) -> float | None:
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return value
+    raise TypeError(f"field 'expires_at' must be a number or null, got {type(value).__name__}")
 
 
 def _typed(data: dict[str, Any], key: str, kind: type, default: Any = ...) -> Any:

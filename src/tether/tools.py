@@ -62,6 +62,10 @@ class Invocation:
         return f"{self.run_id}:{self.call_id}"
 
 
+class ToolTimedOut(Exception):
+    """The tool's own ``timeout`` ran out (becomes a ``timeout`` note)."""
+
+
 class ArgumentsInvalid(ValueError):
     """The model's arguments do not fit the tool's schema (becomes a note)."""
 
@@ -146,8 +150,14 @@ class Tool:
             call = asyncio.to_thread(self.fn, **kwargs)
         if self.timeout is None:
             return await call
-        async with asyncio.timeout(self.timeout):
-            return await call
+        limit = asyncio.timeout(self.timeout)
+        try:
+            async with limit:
+                return await call
+        except TimeoutError:
+            if limit.expired():
+                raise ToolTimedOut(f"tool {self.name!r} timed out after {self.timeout:g} seconds") from None
+            raise
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")

@@ -344,7 +344,7 @@ def test_a_cancel_event_cancels_running_tools_and_ends_with_cancelled() -> None:
             ("model-replied", {"text": "", "calls": ["call_1_0:slow{}", "call_1_1:slow{}"]}),
             ("tool-started", {"id": "call_1_0", "attempt": 1}),
             ("tool-started", {"id": "call_1_1", "attempt": 1}),
-            ("cancelled", {"reason": "cancel requested"}),
+            ("cancelled", {"reason": "cancel requested", "final": False}),
         ]
     )
     assert cancelled_inside == [True, True]

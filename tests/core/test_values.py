@@ -121,7 +121,7 @@ def _events_of_every_kind() -> list:
         ev.Compacted((Message.user("summary"),)),
         ev.Finished("done", Usage(1, 2, 3)),
         ev.Failed("boom", "ProviderError"),
-        ev.Cancelled("stop"),
+        ev.Cancelled("stop", final=True),
         ev.LimitReached("steps", 20),
     ]
 

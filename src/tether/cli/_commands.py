@@ -428,7 +428,7 @@ def cancel(run_id: str, **opts: Any) -> None:
             raise UserError(f"run {rid!r} is already {state.status!r}")
         if state.status == "running":
             raise UserError(f"run {rid!r} is running; press Ctrl-C in its terminal to cancel it")
-        event = Cancelled("cancelled from the command line")
+        event = Cancelled("cancelled from the command line", final=True)
         session.run(session.store.append(rid, [event], expected_seq=state.seq))
     click.echo(f"cancelled {rid}")
 

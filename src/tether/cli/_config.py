@@ -1,7 +1,8 @@
 """Configuration for the command line: which model, workspace, store and key.
 
 Each setting comes from the first place that has it: a command-line flag, an
-environment variable, the workspace's ``.tether/config.toml`` (out of the agent's reach: the file and shell tools cannot touch ``.tether``), the user's
+environment variable, the workspace's ``.tether/config.toml`` (out of the
+agent's reach: the file and shell tools cannot touch ``.tether``), the user's
 ``~/.config/tether/config.toml``, then a default. Everything that can be wrong
 with it (an unknown model prefix, a missing API key, an extra that is not
 installed) raises :class:`ConfigError` with one line that says what to set or
