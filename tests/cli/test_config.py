@@ -65,7 +65,7 @@ def test_flags_beat_environment_beat_workspace_file_beat_user_file(tmp_path: Pat
 def test_config_values_are_type_checked(tmp_path: Path) -> None:
     (tmp_path / ".tether").mkdir(exist_ok=True)
     (tmp_path / ".tether" / "config.toml").write_text("max_steps = 'many'\n")
-    with pytest.raises(ConfigError, match=r"setting 'max_steps' in .* must be a int"):
+    with pytest.raises(ConfigError, match=r"setting 'max_steps' in .* must be an integer, got .many."):
         load_settings(workspace=str(tmp_path), env={"HOME": str(tmp_path)})
     (tmp_path / ".tether").mkdir(exist_ok=True)
     (tmp_path / ".tether" / "config.toml").write_text("model = \n")

@@ -64,7 +64,8 @@ def test_a_provider_failure_fails_the_run_with_status_1_and_says_how_to_resume(t
         lines = failed.err.splitlines()
         rid = lines[0].split()[2]
         assert lines[0].startswith(f"error: run {rid} failed: ") and "context too long" in lines[0]
-        assert lines[1] == f"  continue it with: tether resume {rid}"
+        # The hint repeats the brain flags, so resuming does not quietly switch models.
+        assert lines[1] == f"  continue it with: tether resume {rid} --model llama3.1:8b --base-url {server.openai_url}"
         resumed = tether("resume", rid, *args)
         server.assert_consumed()
     assert resumed.code == 0, resumed.err

@@ -23,6 +23,7 @@ from ._render import Renderer
 from ._session import Outcome, Session
 
 CANCELLED_CALL = "the user cancelled this call before it reported back; its outcome is unknown"
+NOT_RUN_CALL = "the user cancelled the turn before this call ran; it did not run"
 HELP = "type a message; `clear` starts over, `exit` or Ctrl-D leaves, Ctrl-C stops a turn"
 
 
@@ -90,7 +91,8 @@ async def _conversation(session: Session, run_id: str) -> Context:
     state = await load_state(session.store, run_id)
     ctx = Context(state.messages)
     for p in state.pending:
-        ctx = ctx.add(Message.tool_result(p.call.id, CANCELLED_CALL, name=p.call.name, is_error=True))
+        note = CANCELLED_CALL if p.status == "started" else NOT_RUN_CALL  # never started: nothing happened
+        ctx = ctx.add(Message.tool_result(p.call.id, note, name=p.call.name, is_error=True))
     return ctx
 
 

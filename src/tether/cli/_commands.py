@@ -212,11 +212,12 @@ async def resumable(session: Session) -> list[str]:
 def finish(outcome: Outcome, settings: Settings) -> NoReturn:
     """Say how the run ended (on stderr) and exit with its status."""
     rid, where = outcome.run_id, location(settings)
+    brain = where + model_flags(settings)
     if outcome.status in ("paused", "needs-decision") and outcome.state is not None:
-        click.echo(pause_hint(outcome.state, outcome.call_ids, where), err=True)
+        click.echo(pause_hint(outcome.state, outcome.call_ids, where, brain), err=True)
     elif outcome.status == "failed":
         click.echo(
-            f"error: run {rid} failed: {outcome.reason}\n  continue it with: tether resume {rid}{where}", err=True
+            f"error: run {rid} failed: {outcome.reason}\n  continue it with: tether resume {rid}{brain}", err=True
         )
     elif outcome.status != "finished":
         click.echo(f"run {rid} stopped ({outcome.status}): {outcome.reason}", err=True)
@@ -233,7 +234,12 @@ def location(settings: Settings) -> str:
     return "".join(parts)
 
 
-def pause_hint(state: RunState, call_ids: Sequence[str], where: str) -> str:
+def model_flags(settings: Settings) -> str:
+    """The brain flags this command was given, so ``tether resume`` continues with the same brain."""
+    return settings.brain_flags
+
+
+def pause_hint(state: RunState, call_ids: Sequence[str], where: str, brain: str = "") -> str:
     rid = state.run_id
     calls = [state.pending_call(c) for c in call_ids]
     lines = [f"paused: run {rid} waits for a decision on {len(calls)} call(s):"]
@@ -246,7 +252,7 @@ def pause_hint(state: RunState, call_ids: Sequence[str], where: str) -> str:
         many = one if len(calls) == 1 else "[CALL_ID...]"
         lines.append(f"  approve:  tether approve {rid} {many}{where}")
         lines.append(f"  deny:     tether deny {rid} {one} [-m MESSAGE]{where}")
-    lines.append(f"  then:     tether resume {rid}{where}")
+    lines.append(f"  then:     tether resume {rid}{brain or where}")
     return "\n".join(lines)
 
 

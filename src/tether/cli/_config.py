@@ -68,6 +68,7 @@ class Settings:
     max_steps: int = 20
     unsafe_no_sandbox: bool = False
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
+    brain_flags: str = ""  # the --model/--base-url/--api-key-env flags given, for "resume" hints
 
 
 def load_settings(
@@ -111,6 +112,11 @@ def load_settings(
         max_steps=int(steps) if steps is not None else 20,
         unsafe_no_sandbox=unsafe_no_sandbox,
         env=env,
+        brain_flags="".join(
+            f" --{name.replace('_', '-')} {value}"
+            for name, value in (("model", model), ("base_url", base_url), ("api_key_env", api_key_env))
+            if value
+        ),
     )
 
 
@@ -134,7 +140,10 @@ def read_config(path: Path) -> dict[str, Any]:
     for key, value in data.items():
         kind = int if key == "max_steps" else str
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise ConfigError(f"setting {key!r} in {str(path)!r} must be a {kind.__name__}")
+            names = {"int": "an integer", "str": "a string", "bool": "true or false"}
+            raise ConfigError(
+                f"setting {key!r} in {str(path)!r} must be {names.get(kind.__name__, kind.__name__)}, got {value!r}"
+            )
     return data
 
 
