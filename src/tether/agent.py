@@ -43,7 +43,7 @@ from .events import (
     ToolStarted,
 )
 from .exceptions import ProviderError, StateError, StateIncompatible, StoreError, UserError
-from .messages import Message, ToolCall, Usage, new_call_id
+from .messages import Message, ToolCall, Usage
 from .policy import Policy, ask
 from .state import Journal, PendingCall, RunState, Status, args_hash
 from .tools import ArgumentsInvalid, Invocation, Tool, ToolTimedOut, result_text
@@ -450,7 +450,10 @@ def _unique_call_ids(message: Message, seen: set[str]) -> Message:
     calls, used = [], set(seen)
     for c in message.tool_calls:
         if not c.id or c.id in used:
-            c = ToolCall(new_call_id(), c.name, c.arguments)
+            n = len(used)
+            while f"call_{n}" in used:
+                n += 1
+            c = ToolCall(f"call_{n}", c.name, c.arguments)
         used.add(c.id)
         calls.append(c)
     return dataclasses.replace(message, tool_calls=tuple(calls))

@@ -36,9 +36,10 @@ DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 OPENAI_URL = "https://api.openai.com/v1"
 OFFICIAL_URLS = frozenset((OPENAI_URL, "https://api.anthropic.com"))
 INSTRUCTIONS = (
-    "You are a careful assistant working in the directory {workspace}. Use the tools to look "
-    "before you change anything; paths are relative to that directory. When you are done, "
-    "answer in plain words."
+    "You are a careful assistant working in the directory {workspace}; paths are relative to it. "
+    "To answer a question, look with read_file, list_dir or find_files and then answer: do not "
+    "change anything. Write files or run commands only when the user asks for a change. If a "
+    "human denies a call, do not try it another way: tell the user what you did not do."
 )
 
 
