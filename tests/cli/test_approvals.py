@@ -191,7 +191,7 @@ def test_resume_all_continues_decided_runs_only(tether, script, ws) -> None:
     tether("approve", first)
     done = tether("resume", "--all", "--model", model)
     assert done.code == 0, done.err
-    assert done.err.splitlines() == [f"{first}  finished"]
+    assert done.err.splitlines() == [f"== resuming run {first}", f"{first}  finished"]
     assert _count(ws) == 1
     listed = [json.loads(line) for line in tether("runs", "--json").lines()]
     assert [(r["run_id"], r["status"], r["task"]) for r in listed] == [

@@ -80,6 +80,12 @@ def test_without_bubblewrap_the_sandbox_refuses_unless_told(tether, script, tmp_
 
 
 def test_deciding_on_unknown_runs_and_calls(tether, script) -> None:
+    # Outside a workspace nothing is created: the error says where it looked.
+    line = _one_line_error(tether("approve", "0123abcd"))
+    assert line.startswith("error: no runs here: ") and line.endswith(
+        "(run this in the workspace, or pass --workspace / --store)"
+    )
+    tether("run", "hi", "--model", script(["hello"]))  # now there is a store
     assert _one_line_error(tether("approve", "0123abcd")).startswith("error: no run '0123abcd' in sqlite:///")
     assert _one_line_error(tether("resume", "--model", "scripted:x.json")) == "error: name one RUN_ID or pass --all"
     assert "edits one call" in _one_line_error(tether("approve", "r", "c1", "c2", "--args", "{}"))

@@ -179,9 +179,13 @@ def resume(run_id: str | None, every: bool, as_json: bool, no_input: bool, **opt
     settings = settings_from(opts)
     renderer = make_renderer(as_json=as_json)
     asker = inline_asker(as_json, no_input)
-    with Session(settings) as session:
+    with Session(settings, create=False) as session:
         ids = session.run(resumable(session)) if every else [resolve(session, run_id or "")]
-        outcomes = [session.settle(session.resume(rid, renderer), renderer, asker) for rid in ids]
+        outcomes = []
+        for rid in ids:
+            if every:  # say which run the output below belongs to (stderr keeps --json clean)
+                click.echo(f"== resuming run {rid}", err=True)
+            outcomes.append(session.settle(session.resume(rid, renderer), renderer, asker))
     if not every:
         finish(outcomes[0], settings)
     for o in outcomes:
@@ -267,7 +271,7 @@ def pause_hint(state: RunState, call_ids: Sequence[str], where: str, brain: str 
 @handle_errors
 def runs(status: str | None, limit: int, as_json: bool, **opts: Any) -> None:
     """List runs, most recently updated first."""
-    with Session(load_settings(**opts)) as session:
+    with Session(load_settings(**opts), create=False) as session:
         infos = session.run(session.store.list_runs(status=status, limit=limit))
         tasks = {i.run_id: session.run(first_task(session, i.run_id)) for i in infos}
     if as_json:
@@ -315,7 +319,7 @@ def short(text: str, width: int) -> str:
 @handle_errors
 def show(run_id: str, as_json: bool, **opts: Any) -> None:
     """A run's trace, and the calls waiting for a decision with their full arguments."""
-    with Session(load_settings(**opts)) as session:
+    with Session(load_settings(**opts), create=False) as session:
         rid = resolve(session, run_id)
         events = session.run(session.store.load(rid))
     if as_json:
@@ -406,7 +410,7 @@ def skip(run_id: str, call_id: str, message: str, **opts: Any) -> None:
 def decide_command(opts: dict[str, Any], run_id: str, choose: Callable[[RunState], list[Choice]]) -> None:
     """Record decisions in the store; the run continues on ``tether resume``."""
     settings = load_settings(**opts)
-    with Session(settings) as session:
+    with Session(settings, create=False) as session:
         rid = resolve(session, run_id)
         choices = choose(session.run(load_state(session.store, rid)))
         state = session.run(record(session.store, rid, choices, key=session.key))
@@ -427,7 +431,7 @@ def decide_command(opts: dict[str, Any], run_id: str, choose: Callable[[RunState
 @handle_errors
 def cancel(run_id: str, **opts: Any) -> None:
     """End a paused or failed run for good; nothing waiting in it will run."""
-    with Session(load_settings(**opts)) as session:
+    with Session(load_settings(**opts), create=False) as session:
         rid = resolve(session, run_id)
         state = session.run(load_state(session.store, rid))
         if state.status in ("finished", "cancelled"):

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..events import Cancelled, Event, Failed, Finished, LimitReached, Paused, RunStarted
 from ..state import RunState
-from ._config import Settings, build_agent, open_store, signing_key
+from ._config import ConfigError, Settings, build_agent, default_store_url, open_store, signing_key
 from ._decide import Choice, record
 
 if TYPE_CHECKING:
@@ -72,14 +72,21 @@ class Outcome:
 class Session:
     """The event loop, store, key and agent of one command."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, create: bool = True) -> None:
         self.settings = settings
+        self.create = create  # False: commands that only look at or decide on existing runs
         self.runner = asyncio.Runner()
         self._store: RunStore | None = None
         self._agent: Agent | None = None
         self._key: bytes | None = None
 
     def __enter__(self) -> Session:
+        ws = self.settings.workspace
+        db = ws / ".tether" / "runs.db"
+        if not self.create and self.settings.store_url == default_store_url(ws) and not db.exists():
+            raise ConfigError(
+                f"no runs here: {db} does not exist (run this in the workspace, or pass --workspace / --store)"
+            )
         try:
             self._store = self.run(open_store(self.settings))
         except BaseException:
