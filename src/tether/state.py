@@ -20,7 +20,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from .context import Context
 from .events import (
@@ -136,7 +136,7 @@ class Decision:
             check_keys(data, _DECISION_KEYS, "decision")
             if missing := _DECISION_KEYS - set(data):
                 raise ValueError(f"missing field(s) {sorted(missing)}")
-            if data["verdict"] not in ("approve", "deny", "retry", "skip"):
+            if data["verdict"] not in get_args(Verdict):
                 raise ValueError(f"unknown verdict {data['verdict']!r}")
             args = data.get("args")
             if args is not None and not isinstance(args, dict):
@@ -471,19 +471,11 @@ class RunState:
             for p in _typed(data, "pending", list):
                 check_keys(p, _PENDING_KEYS, "pending call")
                 status = p["status"]
-                if status not in ("proposed", "awaiting-approval", "started"):
+                if status not in get_args(CallStatus):
                     raise ValueError(f"unknown call status {status!r}")
                 pending.append(PendingCall(ToolCall.from_dict(p["call"]), status, _typed(p, "attempts", int)))
             status = data["status"]
-            if status not in (
-                "running",
-                "paused",
-                "needs-decision",
-                "finished",
-                "failed",
-                "cancelled",
-                "limit-reached",
-            ):
+            if status not in get_args(Status):
                 raise ValueError(f"unknown status {status!r}")
             return cls(
                 run_id=_typed(data, "run_id", str),

@@ -198,19 +198,14 @@ def test_with_a_store_a_decision_is_single_use() -> None:
 
 
 def test_resume_by_run_id_from_the_store_with_decisions_recorded_elsewhere() -> None:
-    from tether import ApprovalDecided
+    from tether import record_decisions
 
     ran: list[str] = []
     store = MemoryStore()
     agent, _, _ = paused_run(ran, store=store)
 
-    async def human() -> None:  # another process, with only the store
-        state = RunState.from_events(await store.load("r1"))
-        state = state.approve("call_1_1").deny("call_1_2", "no")
-        events = [ApprovalDecided(d.to_dict()) for d in state.decisions]
-        await store.append("r1", events, expected_seq=state.seq)
-
-    asyncio.run(human())
+    # Another process, with only the store, decides without running the agent.
+    asyncio.run(record_decisions(store, "r1", lambda s: s.approve("call_1_1").deny("call_1_2", "no")))
     done = agent.run_sync(run_id="r1")
     assert done.status == "finished" and ran == ["look_up A1", "refund A1 79"]
     # Nothing was recorded twice.

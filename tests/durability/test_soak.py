@@ -20,7 +20,7 @@ from tether.stores import RunStore
 
 from .conftest import pg_url
 from .harness import Lab, with_store
-from .soak import RUNS, soak
+from .soak import RUNS, SoakReport, soak
 
 SEED = int(os.environ.get("TETHER_SOAK_SEED", random.randrange(2**31)))
 
@@ -52,6 +52,16 @@ def check_all(lab: Lab) -> str:
     return found if found != "ok" else journal_consistent(lab)
 
 
+def assert_clean(report: SoakReport) -> None:
+    """Every run accounted for, killed, consistent, and no effect or answer repeated."""
+    assert report.verdict.runs == RUNS
+    assert report.kills >= 3
+    assert report.lost == []
+    assert set(report.store_checks) == {"ok"}
+    assert report.verdict.problems == [], f"seed {SEED}: {report.verdict.problems[:10]}"
+    assert report.verdict.repeated_answers == 0  # a committed final answer is never asked for again
+
+
 # A nightly TETHER_SOAK_RUNS=2000 takes ~10x the CI time: let pytest-timeout scale with it.
 LIMIT = pytest.mark.timeout(max(300, RUNS * 1.5))
 
@@ -61,12 +71,7 @@ LIMIT = pytest.mark.timeout(max(300, RUNS * 1.5))
 def test_sqlite_soak_random_kill9(tmp_path: Path) -> None:
     report = soak(tmp_path, lambda b: str(tmp_path / f"runs{b}.db"), check_all, SEED)
     print(report.line("SQLite", SEED))
-    assert report.verdict.runs == RUNS
-    assert report.kills >= 3
-    assert report.lost == []
-    assert set(report.store_checks) == {"ok"}
-    assert report.verdict.problems == [], f"seed {SEED}: {report.verdict.problems[:10]}"
-    assert report.verdict.repeated_answers == 0  # a committed final answer is never asked for again
+    assert_clean(report)
 
 
 @pytest.mark.slow
@@ -75,9 +80,4 @@ def test_sqlite_soak_random_kill9(tmp_path: Path) -> None:
 def test_postgres_soak_random_kill9(tmp_path: Path, pg_schema: str) -> None:
     report = soak(tmp_path, lambda b: pg_url(pg_schema), journal_consistent, SEED)
     print(report.line("PostgreSQL", SEED))
-    assert report.verdict.runs == RUNS
-    assert report.kills >= 3
-    assert report.lost == []
-    assert set(report.store_checks) == {"ok"}
-    assert report.verdict.problems == [], f"seed {SEED}: {report.verdict.problems[:10]}"
-    assert report.verdict.repeated_answers == 0  # a committed final answer is never asked for again
+    assert_clean(report)

@@ -479,14 +479,7 @@ class ConstrainedOpenAI(OpenAICompatible):
         self.max_tool_calls = max_tool_calls
 
     def body(self, context: Context, tools: Sequence[Tool]) -> bytes:
-        payload: dict[str, Any] = {"model": self.model} if self.model else {}
-        if self.streaming:
-            payload["stream"] = True
-            payload["stream_options"] = {"include_usage": True}
-        if self.temperature is not None:
-            payload["temperature"] = self.temperature
-        if self.max_tokens is not None:
-            payload["max_tokens"] = self.max_tokens
+        payload = self.sampling()
         payload.update(self.extra_body)
         request = _REQUEST.get()
         if "response_format" in request:

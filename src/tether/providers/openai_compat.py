@@ -118,8 +118,9 @@ class OpenAICompatible(HTTPPolicy):
         headers.update(self.extra_headers)
         return headers
 
-    def body(self, context: Context, tools: Sequence[Tool]) -> bytes:
-        payload: dict[str, Any] = {"model": self.model}
+    def sampling(self) -> dict[str, Any]:
+        """The leading request fields (model, streaming, sampling), in their fixed order."""
+        payload: dict[str, Any] = {"model": self.model} if self.model else {}
         if self.streaming:
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}
@@ -127,6 +128,10 @@ class OpenAICompatible(HTTPPolicy):
             payload["temperature"] = self.temperature
         if self.max_tokens is not None:
             payload["max_tokens"] = self.max_tokens
+        return payload
+
+    def body(self, context: Context, tools: Sequence[Tool]) -> bytes:
+        payload = self.sampling()
         if tools:
             payload["tools"] = self._tool_definitions(tools)
             if self.tool_choice is not None:

@@ -42,7 +42,7 @@ def python_tool(sandbox: Sandbox, *, approval: Approval = True) -> Tool:
     async def python(code: str) -> str:
         """
         Args:
-            code: the complete program, e.g. "import sys\\nprint(sys.version)".
+            code: the complete program; print() what you need to see.
         """
         return format_result(await sandbox.run(["python3", "-I", "-"], stdin=code.encode()))
 
