@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from tether import Agent, Message, RunState, ToolCall, ToolStarted, tool
+from tether import Agent, Message, RunState, ToolCall, ToolStarted, state_of, tool
 from tether.stores import RunStore
 from tether.stores.memory import MemoryStore
 from tether.stores.sqlite import SQLiteStore
@@ -164,7 +164,7 @@ async def paused_state(tmp: Path, steps: int) -> list[tuple[str, str]]:
     parse = _median_us(lambda: RunState.from_json(text), n)
     t0 = time.perf_counter()
     for _ in range(max(3, n // 10)):
-        rebuilt = RunState.from_events(await store.load(result.run_id))
+        rebuilt = state_of(await store.load(result.run_id))
     rebuild = (time.perf_counter() - t0) / max(3, n // 10) * 1e6
     assert rebuilt.to_json() == text
     store.close()

@@ -1,12 +1,9 @@
-from tether import Action, Agent, tool
+from support import add
+from tether import Action, Agent
 from tether.testing import ScriptedModel
 
 
 def test_a_tool_round_trip_gives_the_final_answer() -> None:
-    @tool(effect="none")
-    def add(a: int, b: int) -> int:
-        return a + b
-
     model = ScriptedModel([Action("add", {"a": 2, "b": 3}), "5"])
     result = Agent(model, [add]).run_sync("2 + 3?")
     assert result.status == "finished"

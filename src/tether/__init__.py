@@ -10,8 +10,6 @@ store, and resume later in another process.
 >>> from tether.testing import ScriptedModel, Action
 """
 
-from __future__ import annotations
-
 from .agent import Agent, RunResult
 from .context import Context
 from .events import (
@@ -29,7 +27,6 @@ from .events import (
     Token,
     ToolFinished,
     ToolStarted,
-    replay,
 )
 from .exceptions import (
     LeaseConflict,
@@ -44,9 +41,11 @@ from .exceptions import (
     TetherError,
     UserError,
 )
+from .journal import replay, state_of
 from .messages import Message, ToolCall, Usage
 from .policy import Action, FunctionPolicy, Policy
-from .state import Decision, PendingCall, RunState, record_decisions
+from .state import Decision, PendingCall, RunState
+from .store import RunInfo, RunStore, record_decisions
 from .tools import Invocation, Tool, tool
 
 __version__ = "0.1.0"
@@ -76,11 +75,14 @@ __all__ = [
     "ProviderError",
     "record_decisions",
     "replay",
+    "RunInfo",
     "RunResult",
     "RunStarted",
     "RunState",
+    "RunStore",
     "SandboxUnavailable",
     "ScriptExhausted",
+    "state_of",
     "StateError",
     "StateIncompatible",
     "StateTampered",

@@ -1,25 +1,71 @@
 """Events: every step of a run, as a typed, JSON-ready value.
 
-The loop in :mod:`tether.agent` is an async generator of these events. The same
-vocabulary serves streaming, logging, the run store, the CLI, the web inbox and
-tests. Each event is a frozen dataclass with a ``kind`` tag; :func:`to_dict` and
-:func:`from_dict` convert losslessly, and :func:`replay` folds committed events
-back into the run's :class:`~tether.context.Context`.
+The loop (:mod:`tether.run`) is an async generator of these events. The same
+vocabulary serves streaming, logging, the run store, the CLI and tests. Each
+event is a frozen dataclass with a ``kind`` tag; :func:`to_dict` and
+:func:`from_dict` convert losslessly. Payloads are typed: a decision is a
+:class:`~tether.state.Decision`, a paused state a :class:`~tether.state.RunState`,
+so a stored event that the loop would refuse is refused when it is read.
 
 ``token`` events are streamed text, never persisted (:data:`PERSISTED` says which
-kinds are).
+kinds are). Folding committed events into a run's state is :mod:`tether.journal`.
+
+>>> to_dict(Finished("done"))["kind"]
+'finished'
 """
 
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from .context import Context
+from .exceptions import StateError
 from .messages import Message, ToolCall, Usage
+from .state import Decision, RunState
 
-ErrorKind = typing.Literal["unknown-tool", "bad-json", "invalid-arguments", "raised", "timeout", "denied", "skipped"]
+__all__ = [
+    "PERSISTED",
+    "TERMINAL",
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "Cancelled",
+    "Compacted",
+    "ErrorKind",
+    "Event",
+    "Failed",
+    "Finished",
+    "Kind",
+    "LimitReached",
+    "ModelReplied",
+    "PauseReason",
+    "Paused",
+    "RunStarted",
+    "Token",
+    "ToolFinished",
+    "ToolStarted",
+    "from_dict",
+    "to_dict",
+]
+
+Kind = Literal[
+    "run-started",
+    "token",
+    "model-replied",
+    "tool-started",
+    "tool-finished",
+    "approval-requested",
+    "approval-decided",
+    "paused",
+    "compacted",
+    "finished",
+    "failed",
+    "cancelled",
+    "limit-reached",
+]
+ErrorKind = Literal["unknown-tool", "bad-json", "invalid-arguments", "raised", "timeout", "denied", "skipped"]
+PauseReason = Literal["approval", "outcome-unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +76,7 @@ class RunStarted:
     against changed tools fails loudly.
     """
 
-    kind: ClassVar[str] = "run-started"
+    kind: ClassVar[Literal["run-started"]] = "run-started"
     run_id: str
     messages: tuple[Message, ...] = ()
     resumed: bool = False
@@ -41,7 +87,7 @@ class RunStarted:
 class Token:
     """A piece of streamed model text (not persisted)."""
 
-    kind: ClassVar[str] = "token"
+    kind: ClassVar[Literal["token"]] = "token"
     text: str
 
 
@@ -49,7 +95,7 @@ class Token:
 class ModelReplied:
     """The policy's reply was committed (before any of its tools run)."""
 
-    kind: ClassVar[str] = "model-replied"
+    kind: ClassVar[Literal["model-replied"]] = "model-replied"
     message: Message
 
 
@@ -57,7 +103,7 @@ class ModelReplied:
 class ToolStarted:
     """A tool call is about to run; committed before its first side effect."""
 
-    kind: ClassVar[str] = "tool-started"
+    kind: ClassVar[Literal["tool-started"]] = "tool-started"
     call: ToolCall
     attempt: int = 1
 
@@ -66,7 +112,7 @@ class ToolStarted:
 class ToolFinished:
     """A tool call has a result (``error`` names the kind of failure, if any)."""
 
-    kind: ClassVar[str] = "tool-finished"
+    kind: ClassVar[Literal["tool-finished"]] = "tool-finished"
     result: Message
     error: ErrorKind | None = None
 
@@ -79,7 +125,7 @@ class ToolFinished:
 class ApprovalRequested:
     """A call waits for a human; ``args_hash`` binds a decision to these exact arguments."""
 
-    kind: ClassVar[str] = "approval-requested"
+    kind: ClassVar[Literal["approval-requested"]] = "approval-requested"
     call: ToolCall
     args_hash: str
 
@@ -88,29 +134,29 @@ class ApprovalRequested:
 class ApprovalDecided:
     """A human decision for one call, committed before it takes effect."""
 
-    kind: ClassVar[str] = "approval-decided"
-    decision: dict[str, Any]
+    kind: ClassVar[Literal["approval-decided"]] = "approval-decided"
+    decision: Decision
 
 
 @dataclass(frozen=True, slots=True)
 class Paused:
-    """The run stopped to wait for people; ``state`` (a RunState dict) resumes it.
+    """The run stopped to wait for people; ``state`` resumes it.
 
     ``reason`` is ``"approval"`` or ``"outcome-unknown"`` (a ``once`` tool was
     interrupted and a human must retry or skip it).
     """
 
-    kind: ClassVar[str] = "paused"
-    reason: str
+    kind: ClassVar[Literal["paused"]] = "paused"
+    reason: PauseReason
     call_ids: tuple[str, ...]
-    state: dict[str, Any]
+    state: RunState
 
 
 @dataclass(frozen=True, slots=True)
 class Compacted:
     """The context was replaced by a shorter one (memory compaction)."""
 
-    kind: ClassVar[str] = "compacted"
+    kind: ClassVar[Literal["compacted"]] = "compacted"
     messages: tuple[Message, ...]
 
 
@@ -118,7 +164,7 @@ class Compacted:
 class Finished:
     """The run ended with an answer."""
 
-    kind: ClassVar[str] = "finished"
+    kind: ClassVar[Literal["finished"]] = "finished"
     output: str
     usage: Usage = Usage()
 
@@ -127,7 +173,7 @@ class Finished:
 class Failed:
     """The run ended on an error it cannot fix itself; it can be resumed."""
 
-    kind: ClassVar[str] = "failed"
+    kind: ClassVar[Literal["failed"]] = "failed"
     error: str
     error_type: str = ""
 
@@ -139,7 +185,7 @@ class Cancelled:
 
     An interrupted run can be resumed; one cancelled with ``final=True`` cannot."""
 
-    kind: ClassVar[str] = "cancelled"
+    kind: ClassVar[Literal["cancelled"]] = "cancelled"
     reason: str = ""
     final: bool = False  # a person ended the run for good: it cannot be resumed
 
@@ -148,7 +194,7 @@ class Cancelled:
 class LimitReached:
     """A budget ran out (``limit`` is steps, tool_calls, tokens or seconds)."""
 
-    kind: ClassVar[str] = "limit-reached"
+    kind: ClassVar[Literal["limit-reached"]] = "limit-reached"
     limit: str
     value: float
 
@@ -169,7 +215,7 @@ Event = (
     | LimitReached
 )
 
-EVENT_TYPES: dict[str, type[Any]] = {cls.kind: cls for cls in typing.get_args(Event)}
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in typing.get_args(Event)}
 PERSISTED: frozenset[str] = frozenset(EVENT_TYPES) - {"token"}
 TERMINAL: frozenset[str] = frozenset(("paused", "finished", "failed", "cancelled", "limit-reached"))
 
@@ -187,66 +233,42 @@ def from_dict(data: dict[str, Any]) -> Event:
     if not isinstance(data, dict):
         raise ValueError(f"an event must be a JSON object, got {type(data).__name__}")
     kind = data.get("kind")
-    cls = EVENT_TYPES.get(kind)  # type: ignore[arg-type]
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise ValueError(f"unknown event kind {kind!r}")
-    kwargs = {}
-    for name, decode in _decoders(cls).items():
-        if name in data:
-            kwargs[name] = decode(data[name])
     try:
-        return typing.cast(Event, cls(**kwargs))
-    except TypeError as exc:
+        kwargs = {name: decode(data[name]) for name, decode in _decoders(cls).items() if name in data}
+        return cls(**kwargs)
+    except (TypeError, StateError) as exc:
         raise ValueError(f"malformed {kind!r} event: {exc}") from None
 
 
 def _encode(value: Any) -> Any:
-    if isinstance(value, Message | ToolCall | Usage):
-        return value.to_dict()
     if isinstance(value, tuple):
         return [_encode(v) for v in value]
+    if hasattr(value, "to_dict"):  # Message, ToolCall, Usage, Decision, RunState
+        return value.to_dict()
     return value
 
 
-_DECODERS: dict[type[Any], dict[str, typing.Callable[[Any], Any]]] = {}
+_VALUE_TYPES: dict[Any, Callable[[Any], Any]] = {
+    Message: Message.from_dict,
+    ToolCall: ToolCall.from_dict,
+    Usage: Usage.from_dict,
+    Decision: Decision.from_dict,
+    RunState: RunState.from_dict,
+    tuple[Message, ...]: lambda v: tuple(Message.from_dict(m) for m in v),
+    tuple[str, ...]: tuple,
+}
+_DECODERS: dict[type[Any], dict[str, Callable[[Any], Any]]] = {}
 
 
-def _decoders(cls: type[Any]) -> dict[str, typing.Callable[[Any], Any]]:
-    if cls in _DECODERS:
-        return _DECODERS[cls]
-    hints = typing.get_type_hints(cls)
-    out: dict[str, typing.Callable[[Any], Any]] = {}
-    for f in fields(cls):
-        hint = hints[f.name]
-        if hint is Message:
-            out[f.name] = Message.from_dict
-        elif hint is ToolCall:
-            out[f.name] = ToolCall.from_dict
-        elif hint is Usage:
-            out[f.name] = Usage.from_dict
-        elif hint == tuple[Message, ...]:
-            out[f.name] = lambda v: tuple(Message.from_dict(m) for m in v)
-        elif hint == tuple[str, ...]:
-            out[f.name] = tuple
-        else:
-            out[f.name] = _identity
-    _DECODERS[cls] = out
-    return out
+def _decoders(cls: type[Any]) -> dict[str, Callable[[Any], Any]]:
+    if cls not in _DECODERS:
+        hints = typing.get_type_hints(cls)
+        _DECODERS[cls] = {f.name: _VALUE_TYPES.get(hints[f.name], _identity) for f in fields(cls)}
+    return _DECODERS[cls]
 
 
 def _identity(value: Any) -> Any:
     return value
-
-
-def replay(events: typing.Iterable[Event]) -> Context:
-    """Rebuild a run's Context from its committed events.
-
-    Tool results join the notebook in the order of the calls that asked for
-    them, as the live loop writes them, whatever order the tools finished in.
-    """
-    from .state import Journal
-
-    journal = Journal()
-    for ev in events:
-        journal.apply(ev)
-    return journal.context

@@ -7,7 +7,13 @@ separates an assistant's tool calls from their results. The loop records each
 compaction as a ``compacted`` event, so replaying a run still rebuilds exactly
 what the model saw.
 
->>> agent = Agent(policy, tools, compactor=compactor(max_messages=40, keep_last=10))  # doctest: +SKIP
+>>> from tether import Context, Message
+>>> notes = Context([Message.system("be brief"), *(Message.user(f"note {i}") for i in range(6))])
+>>> short = compactor(max_messages=4, keep_last=2)(notes)
+>>> [m.role for m in short], short[-1].content
+(['system', 'user', 'user', 'user'], 'note 5')
+
+Pass it to an agent as ``Agent(policy, tools, compactor=compactor(max_messages=40, keep_last=10))``.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@
   :meth:`ScriptedModel.assert_consumed` is loud about replies left over.
 * :class:`~tether.policy.FunctionPolicy`: a plain-Python brain.
 * :func:`block_model_requests`: make any real (non-loopback) model request fail.
+* :class:`CrashingStore`: a store that "dies" right after a commit, to test
+  that a run resumes from its store with nothing lost.
 
 >>> from tether import Agent, tool
 >>> from tether.testing import ScriptedModel
@@ -15,15 +17,18 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
 
 from .context import Context
+from .events import Event
 from .exceptions import ScriptExhausted
 from .messages import Message
 from .policy import Action, FunctionPolicy, Move, set_model_requests_blocked, to_message
+from .store import RunStore
 from .tools import Tool
 
-__all__ = ["Action", "FunctionPolicy", "ScriptedModel", "block_model_requests"]
+__all__ = ["Action", "CrashingStore", "FunctionPolicy", "ScriptedModel", "SimulatedCrash", "block_model_requests"]
 
 
 class ScriptedModel:
@@ -88,3 +93,50 @@ def block_model_requests(blocked: bool = True) -> Iterator[None]:
         yield
     finally:
         set_model_requests_blocked(previous)
+
+
+class SimulatedCrash(Exception):
+    """Raised by :class:`CrashingStore` where a real worker would have been killed."""
+
+
+class CrashingStore:
+    """Wraps a store; commits normally, then raises :class:`SimulatedCrash` right after
+    committing the first event ``after`` matches (an event kind or a predicate);
+    with ``repeat=True``, after every one.
+
+    The in-process stand-in for a worker killed just after a commit: the event is
+    durable, the process that wrote it is gone. Resume the run with a fresh agent
+    on the inner store, as a restarted worker would.
+
+    >>> from tether import Action, Agent, tool
+    >>> from tether.stores.memory import MemoryStore
+    >>> @tool(effect="idempotent")
+    ... def charge(amount: int) -> str:
+    ...     return f"charged {amount}"
+    >>> store = MemoryStore()
+    >>> crashing = CrashingStore(store, "tool-started")
+    >>> agent = Agent(ScriptedModel([Action("charge", {"amount": 5})]), [charge], store=crashing)
+    >>> agent.run_sync("charge 5", run_id="r1")
+    Traceback (most recent call last):
+    ...
+    tether.testing.SimulatedCrash: crashed after committing a 'tool-started' event
+    >>> Agent(ScriptedModel(["Charged."]), [charge], store=store).run_sync(run_id="r1").output
+    'Charged.'
+    """
+
+    def __init__(self, inner: RunStore, after: str | Callable[[Event], bool], *, repeat: bool = False) -> None:
+        self.inner = inner
+        self.after = after if callable(after) else (lambda ev: ev.kind == after)
+        self.repeat = repeat
+        self.crashed = False
+
+    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
+        seq = await self.inner.append(run_id, events, expected_seq=expected_seq)
+        hit = next((ev for ev in events if self.after(ev)), None)
+        if hit is not None and (self.repeat or not self.crashed):
+            self.crashed = True
+            raise SimulatedCrash(f"crashed after committing a {hit.kind!r} event")
+        return seq
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

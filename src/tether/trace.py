@@ -1,9 +1,18 @@
 """A readable trace of a run, the way the seed article tells one.
 
->>> print(render(result.events, name="support"))     # doctest: +SKIP
+>>> from tether import Action, Agent, tool
+>>> from tether.testing import ScriptedModel
+>>> @tool(effect="none")
+... def look_up_order(order_id: str) -> str:
+...     return f"{order_id}: Wireless Headphones, $79, delivered"
+>>> model = ScriptedModel([Action("look_up_order", {"order_id": "A1234"}, reasoning="let me pull up the order first"),
+...                        "Refunded $79."])
+>>> result = Agent(model, [look_up_order]).run_sync("Can I get a refund for order A1234?")
+>>> print(render(result.events, name="support"))
 you asked: "Can I get a refund for order A1234?"
   support thought: let me pull up the order first
-    -> look_up_order returned: A1234, Wireless Headphones, $79, delivered
+  support calls: look_up_order({"order_id": "A1234"})
+    -> look_up_order returned: A1234: Wireless Headphones, $79, delivered
   final answer: Refunded $79.
 """
 
@@ -12,7 +21,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .context import Context
-from .events import Event, ModelReplied, RunStarted, ToolFinished
+from .events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Cancelled,
+    Compacted,
+    Event,
+    Failed,
+    LimitReached,
+    ModelReplied,
+    Paused,
+    RunStarted,
+    ToolFinished,
+)
 from .messages import Message
 
 
@@ -55,19 +76,17 @@ def _message(lines: list[str], m: Message, name: str, width: int) -> None:
 
 
 def _event(lines: list[str], ev: Event, width: int) -> None:
-    kind = ev.kind
-    if kind == "approval-requested":
-        lines.append(f"    ?? {ev.call.name} waits for a human decision")  # type: ignore[union-attr]
-    elif kind == "approval-decided":
-        d = ev.decision  # type: ignore[union-attr]
-        lines.append(f"    !! a human said {d['verdict']} to {d['call_id']}")
-    elif kind == "paused":
-        lines.append(f"  (paused: {ev.reason})")  # type: ignore[union-attr]
-    elif kind == "failed":
-        lines.append(f"  (failed: {_short(str(getattr(ev, 'error', '')), width)})")
-    elif kind == "cancelled":
+    if isinstance(ev, ApprovalRequested):
+        lines.append(f"    ?? {ev.call.name} waits for a human decision")
+    elif isinstance(ev, ApprovalDecided):
+        lines.append(f"    !! a human said {ev.decision.verdict} to {ev.decision.call_id}")
+    elif isinstance(ev, Paused):
+        lines.append(f"  (paused: {ev.reason})")
+    elif isinstance(ev, Failed):
+        lines.append(f"  (failed: {_short(ev.error, width)})")
+    elif isinstance(ev, Cancelled):
         lines.append("  (cancelled)")
-    elif kind == "limit-reached":
-        lines.append(f"  (stopped: the {ev.limit} limit of {ev.value:g} was reached)")  # type: ignore[union-attr]
-    elif kind == "compacted":
+    elif isinstance(ev, LimitReached):
+        lines.append(f"  (stopped: the {ev.limit} limit of {ev.value:g} was reached)")
+    elif isinstance(ev, Compacted):
         lines.append("  (older notes were summarised)")

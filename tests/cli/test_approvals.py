@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tether import state_of
 from tether.events import ApprovalDecided
-from tether.state import RunState
 from tether.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.sandbox
@@ -127,10 +127,10 @@ def test_an_unsigned_decision_written_into_the_store_is_refused(tether, script, 
     async def forge() -> None:
         store = SQLiteStore(ws / ".tether" / "runs.db")
         events = await store.load(rid)
-        state = RunState.from_events(events).approve("call_1_0")  # no key: no signature
+        state = state_of(events).approve("call_1_0")  # no key: no signature
         decision = state.decision("call_1_0")
         assert decision is not None
-        await store.append(rid, [ApprovalDecided(decision.to_dict())], expected_seq=len(events))
+        await store.append(rid, [ApprovalDecided(decision)], expected_seq=len(events))
         await store.aclose()
 
     asyncio.run(forge())

@@ -74,7 +74,7 @@ def test_free_calls_run_and_the_run_pauses_once_listing_every_gated_call() -> No
     assert [p.call.name for p in result.pending] == ["refund", "email"]
     assert all(p.status == "awaiting-approval" for p in result.pending)
     # The paused event carries the same state as the result.
-    assert RunState.from_dict(result.events[-1].state) == result.state
+    assert result.events[-1].state == result.state
 
 
 def test_approve_deny_and_resume_gives_one_result_per_call() -> None:

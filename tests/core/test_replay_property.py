@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether import Agent, Message, RunState, ToolCall, replay, tool
+from tether import Agent, Message, RunState, ToolCall, replay, state_of, tool
 from tether.stores.memory import MemoryStore
 from tether.testing import ScriptedModel
 
@@ -66,7 +66,7 @@ def test_events_rebuild_the_context_and_the_state_through_pauses(turns, approve:
 
         events = asyncio.run(store.load("r"))
         assert replay(events) == result.context
-        assert RunState.from_events(events) == result.state
+        assert state_of(events) == result.state
     assert result.status == "finished"
     # Every call got exactly one result, after its own assistant message.
     ctx = list(result.context)

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether import Context, Message, ToolCall, Usage
-from tether.events import EVENT_TYPES, from_dict, replay, to_dict
+from tether import Context, Decision, Message, PendingCall, RunState, ToolCall, Usage
+from tether.events import EVENT_TYPES, from_dict, to_dict
+from tether.journal import replay
 
 text = st.text(max_size=40)
 ids = st.text(alphabet="abcdefghij0123456789_", min_size=1, max_size=12)
@@ -116,8 +117,8 @@ def _events_of_every_kind() -> list:
         ev.ToolStarted(call, 2),
         ev.ToolFinished(Message.tool_result("c1", "2", name="add"), None),
         ev.ApprovalRequested(call, "abc"),
-        ev.ApprovalDecided({"call_id": "c1", "verdict": "approve"}),
-        ev.Paused("approval", ("c1",), {"schema_version": 1}),
+        ev.ApprovalDecided(Decision("r", "c1", "approve", "0" * 32, 5)),
+        ev.Paused("approval", ("c1",), RunState("r", (Message.user("u"),), (PendingCall(call),), seq=5)),
         ev.Compacted((Message.user("summary"),)),
         ev.Finished("done", Usage(1, 2, 3)),
         ev.Failed("boom", "ProviderError"),

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tether import ModelReplied, RunState, ToolStarted
+from tether import ModelReplied, RunState, ToolStarted, state_of
 from tether.stores import RunStore
 from tether.stores._open import open_store
 from tether.stores.memory import MemoryStore
@@ -215,7 +215,7 @@ def reference(plans: dict[str, Plan], root: Path) -> dict[str, list[dict[str, An
 def messages_of(events: list[Any], skipped: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The run's final notebook as dicts; results of ``skipped`` calls blanked out."""
     out = []
-    for m in RunState.from_events(events).messages:
+    for m in state_of(events).messages:
         d = m.to_dict()
         if d.get("tool_call_id") in skipped:
             d["content"], d["is_error"] = "<skipped by a human>", None
@@ -332,7 +332,7 @@ def compare(
     crash come before those of calls re-run after it: :func:`reordered_turns`,
     by design), and a final answer asked for again after a crash that followed
     its commit (:func:`repeated_answers`, a known bug held by a strict xfail in
-    test_known_bugs.py).
+    test_resume_after_a_commit.py).
     """
     got = call_ordered(without_repeated_answer(messages_of(events, skipped)))
     want = call_ordered([

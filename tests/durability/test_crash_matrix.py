@@ -160,9 +160,7 @@ def play_with(cell: Cell, root: Path, expected: dict[str, Any], zygote: Zygote) 
     rows = [r for r in read_oracle(lab.oracle) if r["ev"] == "tool"]
     out.target_runs = sum(r["tool"] == TARGETS[cell.kind][0] for r in rows)
     out.refund_runs = sum(r["tool"] == "refund" for r in rows)
-    out.approvals = sum(
-        isinstance(e, ApprovalDecided) and e.decision["verdict"] == "approve" for e in lab.events()["m"]
-    )
+    out.approvals = sum(isinstance(e, ApprovalDecided) and e.decision.verdict == "approve" for e in lab.events()["m"])
     out.seconds = time.monotonic() - t0
     return out
 

@@ -14,7 +14,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tether import ApprovalDecided, RunState, ToolFinished, ToolStarted
+from tether import ApprovalDecided, ToolFinished, ToolStarted, state_of
 from tether.stores.sqlite import SQLiteStore
 
 from .harness import with_store
@@ -61,15 +61,15 @@ def test_pause_approve_finish_in_three_processes(tmp_path: Path) -> None:
         paused: list = r["paused"]  # type: ignore[assignment]
         events: list = r["events"]  # type: ignore[assignment]
         assert "waiting: call_5_0 issue_refund" in str(r["waiting"])
-        assert RunState.from_events(paused).status == "paused"
+        assert state_of(paused).status == "paused"
         assert not any(isinstance(e, ToolStarted) and e.call.name == "issue_refund" for e in paused)
         refund_starts = [e for e in events if isinstance(e, ToolStarted) and e.call.name == "issue_refund"]
         refund_results = [e for e in events if isinstance(e, ToolFinished) and e.result.name == "issue_refund"]
-        decisions = [e.decision for e in events if isinstance(e, ApprovalDecided)]
+        decisions = [e.decision.to_dict() for e in events if isinstance(e, ApprovalDecided)]
         assert [(e.attempt, e.call.arguments) for e in refund_starts] == [(1, '{"order_id": "A1234", "amount": 79}')]
         assert [e.result.content for e in refund_results] == ["$79 refunded to the original card"]
         assert [(d["verdict"], d["by"]) for d in decisions] == [("approve", "supervisor")]
-        assert RunState.from_events(events).status == "finished"
+        assert state_of(events).status == "finished"
         assert str(r["transcript"]).rstrip().endswith(TRANSCRIPT_END)
         assert r["integrity"] == "ok"
     assert len({r["transcript"] for r in results}) == 1  # the same story every time

@@ -24,14 +24,14 @@ import os
 import signal
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tether import Event, ModelReplied, ToolFinished
+from tether import ToolFinished
 from tether.stores import RunStore
+from tether.testing import CrashingStore, SimulatedCrash
 
 from . import worker
 from .conftest import pg_url
@@ -42,31 +42,13 @@ RACES = int(os.environ.get("TETHER_RACES", "50"))
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
-class Stopped(Exception):
-    """Stands for a worker that died right after committing the model's reply."""
-
-
-class StopAfterReply:
-    def __init__(self, inner: RunStore) -> None:
-        self.inner = inner
-
-    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
-        seq = await self.inner.append(run_id, events, expected_seq=expected_seq)
-        if any(isinstance(e, ModelReplied) for e in events):
-            raise Stopped
-        return seq
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
 def left_after_reply(lab: Lab) -> None:
     """Start every run and leave it just after its first reply is committed."""
 
     async def fn(store: RunStore) -> None:
-        agent = worker.build_agent(StopAfterReply(store), Oracle(lab.oracle), Ledger())
+        agent = worker.build_agent(CrashingStore(store, "model-replied", repeat=True), Oracle(lab.oracle), Ledger())
         for run_id, plan in lab.plans.items():
-            with pytest.raises(Stopped):
+            with pytest.raises(SimulatedCrash):
                 await agent.run(worker.task_text(run_id, plan), run_id=run_id)
 
     with_store(lab.store_url, fn)

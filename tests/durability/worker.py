@@ -51,6 +51,7 @@ from tether import (
     RunState,
     Tool,
     ToolStarted,
+    state_of,
     tool,
 )
 from tether._crash import crash_point
@@ -239,7 +240,7 @@ async def approve_all(agent: Agent, state: RunState) -> RunResult:
 async def resume_paused(agent: Agent, store: RunStore, run_id: str, approve: bool) -> RunResult | None:
     """Continue a paused run if every call it waits for is decided (or we may approve)."""
     events = await store.load(run_id)
-    state, pause = RunState.from_events(events), last_pause(events)
+    state, pause = state_of(events), last_pause(events)
     waiting = [p for p in state.pending if pause and p.call.id in pause.call_ids]
     undecided = [p for p in waiting if state.decision(p.call.id) is None]
     if not undecided:

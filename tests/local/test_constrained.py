@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from providers.fakeserver import FakeServer, Reply
 from providers.fakeserver import turn as reply
+from support import add
 from tether import Agent, Context, Message, ToolCall, Usage, UserError, tool
 from tether.exceptions import ModelRequestsBlocked, ProviderError
 from tether.providers.constrained import (
@@ -36,17 +37,6 @@ from tether.providers.constrained import (
     system_prompt,
     turn,
 )
-
-
-@tool(effect="none")
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first number.
-        b: the second number.
-    """
-    return a + b
 
 
 @tool(effect="none")

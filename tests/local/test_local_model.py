@@ -11,20 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tether import Agent, Context, Message, UserError, tool
+from support import add_numbers as add
+from tether import Agent, Context, Message, UserError
 from tether.providers.local import LocalModel
-
-
-@tool(effect="none")
-def add(a: float, b: float) -> float:
-    """Add two numbers.
-
-    Args:
-        a: the first number.
-        b: the second number.
-    """
-    return a + b
-
 
 # -- without the model -------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from support import add_numbers as add
 from tether import Agent, Context, Message, ProviderError, tool
 from tether.providers import OpenAICompatible
 from tether.providers.constrained import ConstrainedOpenAI
@@ -15,17 +16,6 @@ from tether.providers.constrained import ConstrainedOpenAI
 from .conftest import LlamaServer
 
 pytestmark = pytest.mark.local_model
-
-
-@tool(effect="none")
-def add(a: float, b: float) -> float:
-    """Add two numbers.
-
-    Args:
-        a: the first number.
-        b: the second number.
-    """
-    return a + b
 
 
 def constrained(server: LlamaServer, **options: object) -> ConstrainedOpenAI:

@@ -11,22 +11,12 @@ import itertools
 
 import pytest
 
+from support import add
 from tether import Agent, tool
 from tether.stores.memory import MemoryStore
 
 from .conftest import Make
 from .fakeserver import FakeServer, turn
-
-
-@tool(effect="none")
-def add(a: int, b: int) -> int:
-    """Add two numbers.
-
-    Args:
-        a: the first number.
-        b: the second number.
-    """
-    return a + b
 
 
 def tool_results(request_body: dict, shape: str) -> list[dict]:

@@ -9,6 +9,7 @@ import pytest
 from tether import (
     ApprovalDecided,
     Cancelled,
+    Decision,
     Failed,
     Finished,
     LeaseConflict,
@@ -16,12 +17,14 @@ from tether import (
     Message,
     ModelReplied,
     Paused,
+    PendingCall,
     RunStarted,
     RunState,
     StoreError,
     Token,
     ToolCall,
     ToolFinished,
+    state_of,
 )
 from tether.events import Event, to_dict
 from tether.stores import RunStore
@@ -36,7 +39,7 @@ def started(run_id: str) -> RunStarted:
 
 def marker(n: int) -> ApprovalDecided:
     """A small event that says who wrote it."""
-    return ApprovalDecided({"writer": n})
+    return ApprovalDecided(Decision("shared", "c1", "approve", "0" * 32, 0, by=f"writer {n}"))
 
 
 async def test_every_event_kind_round_trips(store: RunStore) -> None:
@@ -56,7 +59,7 @@ async def test_a_real_runs_journal_round_trips_one_commit_at_a_time(store: RunSt
         assert await store.append(run_id, [ev], expected_seq=seq) == seq + 1
     loaded = await store.load(run_id)
     assert [to_dict(e) for e in loaded] == [to_dict(e) for e in events]
-    assert RunState.from_events(loaded) == RunState.from_events(events)
+    assert state_of(loaded) == state_of(events)
     info = await store.get(run_id)
     assert info is not None and (info.status, info.seq) == ("finished", len(events))
 
@@ -147,7 +150,7 @@ async def test_token_events_are_refused_and_the_batch_is_not_written(store: RunS
 
 
 def paused(reason: str) -> Paused:
-    return Paused(reason, ("c1",), {"schema_version": 1})
+    return Paused(reason, ("c1",), RunState("r", (Message.user("task"),), (PendingCall(ToolCall("c1", "x")),)))
 
 
 @pytest.mark.parametrize(
@@ -253,7 +256,7 @@ async def test_unicode_and_awkward_characters_round_trip(store: RunStore) -> Non
         RunStarted("r", (Message.user(ODD_TEXT),)),
         ModelReplied(Message.assistant(ODD_TEXT, [call])),
         ToolFinished(Message.tool_result("c1", ODD_TEXT, name="echo")),
-        Paused("approval", ("c1",), {"text": ODD_TEXT, ODD_TEXT: [ODD_TEXT]}),
+        Paused("approval", ("c1",), RunState(ODD_TEXT, (Message.user(ODD_TEXT),), (PendingCall(call),))),
     ]
     await store.append("r", events, expected_seq=0)
     loaded = await store.load("r")

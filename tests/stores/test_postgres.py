@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tether import LeaseConflict, Message, Paused, RunStarted, StoreError, ToolFinished, UserError
+from tether import Decision, LeaseConflict, Message, Paused, RunStarted, RunState, StoreError, ToolFinished, UserError
 from tether.stores._migrations import POSTGRES_STEPS
 from tether.stores.postgres import PostgresStore
 
@@ -113,7 +113,8 @@ async def test_bodies_are_real_jsonb_and_awkward_text_is_kept_exactly(schema: st
 @postgres
 async def test_an_event_that_is_not_plain_json_is_refused_whole(schema: str) -> None:
     store = await PostgresStore.connect(PG_DSN, schema=schema)
-    bad = Paused("approval", ("c1",), {"x": float("nan")})
+    edit = Decision("r", "c1", "approve", "0" * 32, 0, args={"x": float("nan")})
+    bad = Paused("approval", ("c1",), RunState("r", (), decisions=(edit,)))
     with pytest.raises(StoreError, match="not plain JSON"):
         await store.append("r", [RunStarted("r"), bad], expected_seq=0)
     assert await store.get("r") is None

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tether import Action, Agent, ApprovalDecided, LeaseConflict, RunState, Tool, tool
+from tether import Action, Agent, ApprovalDecided, LeaseConflict, RunState, Tool, state_of, tool
 from tether.stores import RunStore
 from tether.testing import ScriptedModel
 
@@ -45,7 +45,7 @@ async def pause(store: RunStore, refunds: Refunds) -> str:
 
 async def fresh_state(backend: Backend, run_id: str) -> tuple[RunStore, RunState]:
     store = await backend.open()
-    return store, RunState.from_events(await store.load(run_id))
+    return store, state_of(await store.load(run_id))
 
 
 def agent_after_pause(store: RunStore, refunds: Refunds) -> Agent:
@@ -72,7 +72,7 @@ async def test_a_decision_committed_by_another_writer_resumes_by_run_id(backend:
     inbox, state = await fresh_state(backend, run_id)  # e.g. the web inbox
     decision = state.approve(state.pending[0].call.id, by="ana").decision(state.pending[0].call.id)
     assert decision is not None
-    await inbox.append(run_id, [ApprovalDecided(decision.to_dict())], expected_seq=state.seq)
+    await inbox.append(run_id, [ApprovalDecided(decision)], expected_seq=state.seq)
     worker = await backend.open()  # e.g. `tether resume` in another process
     result = await agent_after_pause(worker, refunds).run(run_id=run_id)
     assert result.status == "finished"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tether import ApprovalDecided, LeaseConflict, Paused, RunStarted, StoreError, UserError
+from tether import ApprovalDecided, Decision, LeaseConflict, Paused, RunStarted, RunState, StoreError, UserError
 from tether.stores._migrations import SQLITE_STEPS, migrate_sqlite
 from tether.stores.sqlite import SQLiteStore
 
@@ -55,7 +55,8 @@ async def test_a_closed_store_raises_store_error(tmp_path: Path) -> None:
 
 async def test_an_event_that_is_not_plain_json_is_refused_whole(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "runs.db")
-    bad = Paused("approval", ("c1",), {"when": {1, 2}})  # a set is not JSON
+    edit = Decision("r", "c1", "approve", "0" * 32, 0, args={"when": {1, 2}})  # a set is not JSON
+    bad = Paused("approval", ("c1",), RunState("r", (), decisions=(edit,)))
     with pytest.raises(StoreError, match="'paused' event is not plain JSON"):
         await store.append("r", [RunStarted("r"), bad], expected_seq=0)
     assert await store.load("r") == [] and await store.get("r") is None
@@ -125,7 +126,13 @@ def test_writers_in_parallel_threads_never_share_a_seq(tmp_path: Path) -> None:
             info = await store.get("shared")
             seq = info.seq if info else 0
             try:
-                mine.append(await store.append("shared", [ApprovalDecided({"writer": n})], expected_seq=seq))
+                mine.append(
+                    await store.append(
+                        "shared",
+                        [ApprovalDecided(Decision("shared", "c1", "approve", "0" * 32, 0, by=f"writer {n}"))],
+                        expected_seq=seq,
+                    )
+                )
             except LeaseConflict:
                 conflicts[0] += 1
         store.close()
@@ -140,7 +147,9 @@ def test_writers_in_parallel_threads_never_share_a_seq(tmp_path: Path) -> None:
     assert len(events) == 200
     for n, seqs in wins.items():
         for seq in seqs:  # the event at each seq a writer was told it got is its own
-            assert events[seq - 1] == ApprovalDecided({"writer": n})
+            assert events[seq - 1] == ApprovalDecided(
+                Decision("shared", "c1", "approve", "0" * 32, 0, by=f"writer {n}")
+            )
     assert store.integrity_check() == "ok"
     store.close()
 

@@ -21,6 +21,7 @@ import click
 
 from ..events import Cancelled, RunStarted, to_dict
 from ..exceptions import StateError, TetherError, UserError
+from ..journal import state_of
 from ..state import RunState
 from ._config import Settings, default_store_url, load_settings
 from ._decide import Choice, check_args_for, load_state, pretty_args, record, waiting
@@ -326,7 +327,7 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
         for ev in events:
             click.echo(json.dumps(to_dict(ev), ensure_ascii=False))
         return
-    state = RunState.from_events(events)
+    state = state_of(events)
     click.echo(
         f"run {rid}  status: {state.status}  events: {len(events)}  "
         f"steps: {state.steps}  tool calls: {state.tool_calls}"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
+from ._errors import ConfigError
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -41,10 +42,6 @@ INSTRUCTIONS = (
     "change anything. Write files or run commands only when the user asks for a change. If a "
     "human denies a call, do not try it another way: tell the user what you did not do."
 )
-
-
-class ConfigError(UserError):
-    """The command line is not configured well enough to run (exit status 2)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
-from ..state import PendingCall, RunState, Verdict, record_decisions
+from ..journal import state_of
+from ..state import PendingCall, RunState, Verdict
+from ..store import record_decisions
 
 if TYPE_CHECKING:
     from ..stores import RunStore
@@ -52,7 +54,7 @@ async def load_state(store: RunStore, run_id: str) -> RunState:
     events = await store.load(run_id)
     if not events:
         raise UserError(f"no run {run_id!r} in the store")
-    return RunState.from_events(events)
+    return state_of(events)
 
 
 async def record(

@@ -30,7 +30,7 @@ from ..messages import Message
 from ..policy import Action, Move, to_message
 from ..testing import ScriptedModel
 from ..tools import Tool
-from ._config import ConfigError
+from ._errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..events import Cancelled, Event, Failed, Finished, LimitReached, Paused, RunStarted
 from ..state import RunState
-from ._config import ConfigError, Settings, build_agent, default_store_url, open_store, signing_key
+from ._config import Settings, build_agent, default_store_url, open_store, signing_key
 from ._decide import Choice, record
+from ._errors import ConfigError
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -58,7 +59,7 @@ class Outcome:
         if isinstance(last, Finished):
             return cls(run_id, "finished", output=last.output)
         if isinstance(last, Paused):
-            state = RunState.from_dict(last.state)
+            state = last.state
             return cls(run_id, state.status, reason=last.reason, state=state, call_ids=last.call_ids)
         if isinstance(last, Failed):
             return cls(run_id, "failed", reason=last.error)

@@ -13,59 +13,8 @@ Implementations: :class:`~tether.stores.memory.MemoryStore` (tests),
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
-
+from ..journal import status_of as status_after
+from ..store import RunInfo, RunStore
 from ._open import open_store
 
-if TYPE_CHECKING:
-    from ..events import Event
-
 __all__ = ["RunInfo", "RunStore", "open_store", "status_after"]
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """One run as a store lists it."""
-
-    run_id: str
-    status: str
-    seq: int
-    created_at: float
-    updated_at: float
-
-
-class RunStore(Protocol):
-    """Where runs are journaled; see the module docstring for the contract."""
-
-    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
-        """Append events atomically after ``expected_seq``; return the new length."""
-        ...
-
-    async def load(self, run_id: str) -> list[Event]:
-        """Every committed event of the run, in order ([] if unknown)."""
-        ...
-
-    async def get(self, run_id: str) -> RunInfo | None: ...
-
-    async def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
-        """Runs, most recently updated first, optionally with one status."""
-        ...
-
-    async def delete(self, run_id: str) -> None: ...
-
-    async def aclose(self) -> None: ...
-
-
-def status_after(current: str, events: Sequence[Event]) -> str:
-    """The run status once ``events`` are appended (a shared rule for every store)."""
-    for ev in events:
-        kind = ev.kind
-        if kind == "run-started":
-            current = "running"
-        elif kind == "paused":
-            current = "needs-decision" if ev.reason == "outcome-unknown" else "paused"  # type: ignore[union-attr]
-        elif kind in ("finished", "failed", "cancelled", "limit-reached"):
-            current = kind
-    return current

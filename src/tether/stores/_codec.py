@@ -12,7 +12,7 @@ from ..exceptions import LeaseConflict, StoreError
 
 def encode_events(events: Sequence[Event]) -> list[tuple[str, str]]:
     """``(kind, JSON body)`` rows; refuses events that are never persisted."""
-    rows = []
+    rows: list[tuple[str, str]] = []
     for ev in events:
         if ev.kind not in PERSISTED:
             raise StoreError(f"{ev.kind!r} events are not persisted")

@@ -41,8 +41,15 @@ _RUN_COLUMNS = "run_id, status, seq, created_at, updated_at"
 class SQLiteStore:
     """Runs and their events in one SQLite database file.
 
-    >>> store = SQLiteStore(".tether/runs.db")          # doctest: +SKIP
-    >>> agent = Agent(model, tools, store=store)        # doctest: +SKIP
+    >>> import asyncio, tempfile
+    >>> from tether import Agent
+    >>> from tether.testing import ScriptedModel
+    >>> store = SQLiteStore(tempfile.mkdtemp() + "/runs.db")
+    >>> Agent(ScriptedModel(["hello"]), store=store).run_sync("hi", run_id="r1").status
+    'finished'
+    >>> [e.kind for e in asyncio.run(store.load("r1"))]
+    ['run-started', 'model-replied', 'finished']
+    >>> store.close()
 
     The file (and its parent directory) is created if missing and migrated to
     the current schema. One connection per store object; safe to share between

@@ -1,8 +1,13 @@
 """Reflection (Self-Refine): a critic reads the answer; if it objects, the agent goes round again.
 
+>>> import asyncio
+>>> from tether import Agent
+>>> from tether.testing import ScriptedModel
 >>> def critic(answer, context):
 ...     return None if "$" in answer else "say the amount in dollars"
->>> result = await reflect(agent, "How much was refunded?", critic)   # doctest: +SKIP
+>>> writer = Agent(ScriptedModel(["It was refunded.", "$79 was refunded."]))
+>>> asyncio.run(reflect(writer, "How much was refunded?", critic)).output
+'$79 was refunded.'
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 
 from tether import Action, Agent, Invocation, Message, StateError, StateTampered, ToolCall, UserError, tool
 from tether.stores.memory import MemoryStore
-from tether.testing import ScriptedModel
+from tether.testing import CrashingStore, ScriptedModel, SimulatedCrash
 
 
 def test_a_call_waiting_for_approval_stays_gated_for_an_agent_without_the_gate() -> None:
@@ -134,8 +134,6 @@ def test_a_skip_verdict_cannot_approve_a_gated_call() -> None:
 
 
 def test_resuming_an_interrupted_call_is_not_blocked_by_the_step_budget() -> None:
-    from tether import ToolStarted
-
     ran: list[str] = []
 
     @tool(effect="none")
@@ -143,19 +141,10 @@ def test_resuming_an_interrupted_call_is_not_blocked_by_the_step_budget() -> Non
         ran.append(key)
         return key
 
-    class DiesAfterStart(MemoryStore):
-        armed = True
-
-        async def append(self, run_id, events, *, expected_seq):
-            n = await super().append(run_id, events, expected_seq=expected_seq)
-            if self.armed and any(isinstance(e, ToolStarted) for e in events):
-                self.armed = False
-                raise RuntimeError("worker died")
-            return n
-
-    store = DiesAfterStart()
-    with pytest.raises(RuntimeError):
-        Agent(ScriptedModel([Action("look", {"key": "a"})]), [look], store=store, max_steps=1).run_sync(
+    store = MemoryStore()
+    with pytest.raises(SimulatedCrash):
+        crashing = CrashingStore(store, "tool-started")
+        Agent(ScriptedModel([Action("look", {"key": "a"})]), [look], store=crashing, max_steps=1).run_sync(
             "go", run_id="r"
         )
     resumed = Agent(ScriptedModel([]), [look], store=store, max_steps=1).run_sync(run_id="r")
@@ -226,3 +215,13 @@ def test_a_policy_raising_timeout_error_fails_the_run_instead_of_a_budget_limit(
     with pytest.raises(TimeoutError):
         Agent(FunctionPolicy(brain), store=store).run_sync("go", run_id="r")
     assert asyncio.run(store.get("r")).status == "failed"
+
+
+def test_run_sync_inside_a_running_event_loop_says_to_await_run() -> None:
+    agent = Agent(ScriptedModel(["hi"]))
+
+    async def main() -> None:
+        with pytest.raises(UserError, match=r"await agent.run\(\.\.\.\)"):
+            agent.run_sync("hello")
+
+    asyncio.run(main())  # and no "coroutine was never awaited" warning (warnings are errors here)

@@ -6,8 +6,8 @@ lost on a re-run, a committed final answer or terminal tool result that
 resuming ignored (asking the model again). The last test pins documented
 behaviour, not a bug.
 
-The "crash" here is a store that commits an event and then raises, the
-in-process equivalent of ``TETHER_CRASH_AT`` at the point after that commit
+The "crash" here is :class:`tether.testing.CrashingStore`, a store that
+commits an event and then raises, the in-process equivalent of ``TETHER_CRASH_AT`` at the point after that commit
 (``after_started_commit``, ``after_proposed_commit``, ``after_result_commit``):
 the event is durable, the process that wrote it is gone. A fresh agent then
 resumes the run from the store, as a restarted worker would.
@@ -16,35 +16,13 @@ resumes the run from the store, as a restarted worker would.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
-from tether import Action, Agent, Event, FunctionPolicy, ModelReplied, RunState, ToolFinished, ToolStarted, tool
+from tether import Action, Agent, FunctionPolicy, RunState, tool
 from tether.stores.memory import MemoryStore
-
-
-class Died(Exception):
-    """Stands for the process being killed right after a commit."""
-
-
-class DiesAfter:
-    """Commits normally, but "dies" right after committing the first event ``kind`` matches."""
-
-    def __init__(self, inner: MemoryStore, match: Callable[[Event], bool] | None = None) -> None:
-        self.inner, self.armed = inner, True
-        self.match = match or (lambda e: isinstance(e, ToolStarted))
-
-    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
-        seq = await self.inner.append(run_id, events, expected_seq=expected_seq)
-        if self.armed and any(self.match(e) for e in events):
-            self.armed = False
-            raise Died
-        return seq
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+from tether.testing import CrashingStore, SimulatedCrash
 
 
 def one_call_brain(name: str, args: dict[str, Any]) -> FunctionPolicy:
@@ -54,8 +32,8 @@ def one_call_brain(name: str, args: dict[str, Any]) -> FunctionPolicy:
     return FunctionPolicy(brain)
 
 
-async def crash_once(agent: Agent, store: DiesAfter, state: RunState) -> None:
-    with pytest.raises(Died):
+async def crash_once(agent: Agent, store: CrashingStore, state: RunState) -> None:
+    with pytest.raises(SimulatedCrash):
         await agent.run(state)
 
 
@@ -67,7 +45,7 @@ async def test_an_approved_once_call_interrupted_after_start_waits_for_a_human()
         ran.append(amount)
         return "refunded"
 
-    store = DiesAfter(MemoryStore())
+    store = CrashingStore(MemoryStore(), "tool-started")
     agent = Agent(one_call_brain("refund", {"amount": 79}), [refund], store=store)
     paused = await agent.run("refund", run_id="r")
     await crash_once(agent, store, paused.state.approve(paused.pending[0].call.id))
@@ -85,13 +63,13 @@ async def test_a_retry_decision_allows_one_attempt_only() -> None:
         return "sent"
 
     inner = MemoryStore()
-    store = DiesAfter(inner)
+    store = CrashingStore(inner, "tool-started")
     agent = Agent(one_call_brain("send", {"n": 1}), [send], store=store)
-    with pytest.raises(Died):
+    with pytest.raises(SimulatedCrash):
         await agent.run("send", run_id="r")
     first = await agent.run(run_id="r")
     assert first.status == "needs-decision"
-    store.armed = True  # the retried attempt dies after its start too
+    store.crashed = False  # the retried attempt dies after its start too
     await crash_once(agent, store, first.state.retry(first.pending[0].call.id))
     again = await agent.run(run_id="r")
     assert again.status == "needs-decision"  # today: "finished", a second attempt nobody asked for
@@ -106,7 +84,7 @@ async def test_a_call_approved_with_edited_arguments_reruns_with_those_arguments
         ran.append(amount)
         return f"moved {amount}"
 
-    store = DiesAfter(MemoryStore())
+    store = CrashingStore(MemoryStore(), "tool-started")
     agent = Agent(one_call_brain("transfer", {"amount": 1000}), [transfer], store=store)
     paused = await agent.run("move money", run_id="r")
     await crash_once(agent, store, paused.state.approve(paused.pending[0].call.id, args={"amount": 10}))
@@ -122,9 +100,9 @@ async def test_a_final_answer_committed_before_the_crash_is_not_asked_for_again(
         asked.append(len(context))
         return f"answer #{len(asked)}"
 
-    store = DiesAfter(MemoryStore(), lambda e: isinstance(e, ModelReplied))
+    store = CrashingStore(MemoryStore(), "model-replied")
     agent = Agent(FunctionPolicy(brain), store=store)
-    with pytest.raises(Died):
+    with pytest.raises(SimulatedCrash):
         await agent.run("hello", run_id="r")
     done = await agent.run(run_id="r")
     answers = [m.content for m in done.context if m.role == "assistant"]
@@ -142,9 +120,9 @@ async def test_a_terminal_tool_result_committed_before_the_crash_ends_the_run() 
             raise AssertionError("the run should have ended with the terminal tool's result")
         return Action("submit", {"text": "report"})
 
-    store = DiesAfter(MemoryStore(), lambda e: isinstance(e, ToolFinished))
+    store = CrashingStore(MemoryStore(), "tool-finished")
     agent = Agent(FunctionPolicy(brain), [submit], store=store)
-    with pytest.raises(Died):
+    with pytest.raises(SimulatedCrash):
         await agent.run("write it", run_id="r")
     done = await agent.run(run_id="r")  # today: the brain is asked again
     assert (done.status, done.output) == ("finished", "submitted report")
@@ -169,9 +147,9 @@ async def test_a_crash_that_splits_a_turn_keeps_results_in_commit_order() -> Non
         return "ok" if done else [Action("slow", {"n": 1}), Action("fast", {"n": 2})]
 
     reference = await Agent(FunctionPolicy(brain), [slow, fast]).run("go")
-    store = DiesAfter(MemoryStore(), lambda e: isinstance(e, ToolFinished))  # fast's result lands first
+    store = CrashingStore(MemoryStore(), "tool-finished")  # fast's result lands first
     agent = Agent(FunctionPolicy(brain), [slow, fast], store=store)
-    with pytest.raises(Died):
+    with pytest.raises(SimulatedCrash):
         await agent.run("go", run_id="r")
     done = await agent.run(run_id="r")
 

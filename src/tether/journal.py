@@ -1,0 +1,250 @@
+"""The journal: a run's committed events, folded into the state the loop runs on.
+
+A run's events are its truth. :class:`Journal` folds them one at a time into
+what the loop needs: the notebook, the calls still open, the decisions taken,
+counters and usage. The live loop folds each event it commits, and loading a
+run from a store folds the same events again, so both paths agree by
+construction. :meth:`Journal.snapshot` gives the frozen, resumable
+:class:`~tether.state.RunState`; :func:`status_of` is the one rule that says
+which status an event leaves a run in (the stores use it too).
+
+Tool results join the notebook in the order of the calls that asked for them
+(whatever order the tools finished in) once the turn is settled. A run that
+stops mid-turn (it pauses, or it crashed and resumes) writes the results that
+are in at that point, in call order; the rest follow when they come.
+
+>>> from tether.events import RunStarted, ModelReplied, Finished
+>>> from tether.messages import Message
+>>> j = Journal.of([RunStarted("r1", (Message.user("hi"),)), ModelReplied(Message.assistant("hello")),
+...                 Finished("hello")])
+>>> j.status, len(j.context), j.steps
+('finished', 2, 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from .context import Context
+from .events import (
+    TERMINAL,
+    ApprovalDecided,
+    ApprovalRequested,
+    Cancelled,
+    Compacted,
+    Event,
+    ModelReplied,
+    Paused,
+    PauseReason,
+    RunStarted,
+    ToolFinished,
+    ToolStarted,
+)
+from .messages import Message, Usage
+from .state import Decision, PendingCall, RunState, Status
+
+__all__ = ["Journal", "next_status", "pause_status", "replay", "state_of", "status_of"]
+
+_ENDINGS: dict[str, Status] = {
+    "finished": "finished",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "limit-reached": "limit-reached",
+}
+
+
+def pause_status(reason: PauseReason) -> Status:
+    """The status a pause leaves a run in: a lost outcome needs a decision, the rest is paused."""
+    return "needs-decision" if reason == "outcome-unknown" else "paused"
+
+
+def next_status(ev: Event) -> Status | None:
+    """The status ``ev`` leaves a run in, or None when it keeps the status it had."""
+    if isinstance(ev, RunStarted):
+        return "running"
+    if isinstance(ev, Paused):
+        return pause_status(ev.reason)
+    return _ENDINGS.get(ev.kind)
+
+
+def status_of(current: str, events: Iterable[Event]) -> str:
+    """The status of a run in status ``current`` once ``events`` are appended.
+
+    >>> status_of("running", [Cancelled("stop")])
+    'cancelled'
+    """
+    for ev in events:
+        current = next_status(ev) or current
+    return current
+
+
+class Journal:
+    """Folds committed events into the state the loop runs on.
+
+    Mutable and private to one run; only :meth:`apply` changes it, and
+    :meth:`snapshot` gives the frozen :class:`RunState`.
+    """
+
+    def __init__(self) -> None:
+        self.run_id = ""
+        self.fingerprint = ""
+        self.seq = 0
+        self.steps = 0
+        self.tool_calls = 0
+        self.usage = Usage()
+        self.status: Status = "running"
+        self.closed = False  # cancelled for good by a person
+        self.paused_at = 0  # seq of the latest pause: decisions must be at least this new
+        self.pending: dict[str, PendingCall] = {}  # insertion order = call order
+        self.decisions: dict[str, Decision] = {}  # recorded in the journal
+        self.call_ids: set[str] = set()  # every call id of the run: ids are unique within a run
+        self.context = Context()  # the notebook, with every result written in call order
+        self._results: dict[str, Message] = {}  # results of this turn not yet written
+        self._order: list[str] = []  # call ids of this turn whose results are not written
+
+    @classmethod
+    def of(cls, events: Iterable[Event]) -> Journal:
+        """The journal of a run's committed events."""
+        journal = cls()
+        for ev in events:
+            journal.apply(ev)
+        return journal
+
+    @classmethod
+    def from_state(cls, state: RunState) -> Journal:
+        """A journal that continues from a snapshot; its decisions are recorded by the loop."""
+        j = cls()
+        j.run_id, j.fingerprint, j.seq = state.run_id, state.fingerprint, state.seq
+        j.steps, j.tool_calls, j.usage, j.status = state.steps, state.tool_calls, state.usage, state.status
+        j.paused_at = state.paused_at
+        j.pending = {p.call.id: p for p in state.pending}
+        j.call_ids = {c.id for m in state.messages for c in m.tool_calls}
+        j.decisions = {d.call_id: d for d in state.decisions}
+        j.context = Context(state.messages)
+        j._order = list(j.pending)
+        return j
+
+    def apply(self, ev: Event) -> None:
+        """Fold one committed event (``token`` events are not part of the journal)."""
+        if ev.kind == "token":
+            return
+        self.seq += 1
+        self.status = next_status(ev) or self.status
+        fold = _FOLDS.get(ev.kind)
+        if fold is not None:
+            fold(self, ev)
+        if ev.kind in TERMINAL:  # a run that stops mid-turn writes the results that are in
+            self._write_results()
+
+    def _run_started(self, ev: RunStarted) -> None:
+        self._write_results()  # a resumed run goes on from what was written before it stopped
+        self.run_id = ev.run_id
+        self.fingerprint = ev.fingerprint or self.fingerprint
+        self.context = self.context.add(*ev.messages)
+
+    def _model_replied(self, ev: ModelReplied) -> None:
+        calls = ev.message.tool_calls
+        self.context = self.context.add(ev.message)
+        self._order = [c.id for c in calls]
+        self.pending = {c.id: PendingCall(c) for c in calls}
+        self.call_ids.update(self.pending)
+        self.decisions = {}
+        self.steps += 1
+        if ev.message.usage is not None:
+            self.usage = self.usage + ev.message.usage
+
+    def _tool_started(self, ev: ToolStarted) -> None:
+        p = self.pending.get(ev.call.id)
+        if p is not None:  # the started call carries the arguments it really ran with
+            self.pending[ev.call.id] = replace(p, call=ev.call, status="started", attempts=ev.attempt)
+        # A decision is spent once its call starts: a retry allows one attempt, and an
+        # approval was for the arguments shown, which the started call now records.
+        self.decisions.pop(ev.call.id, None)
+        if ev.attempt == 1:
+            self.tool_calls += 1
+
+    def _tool_finished(self, ev: ToolFinished) -> None:
+        self.pending.pop(ev.call_id, None)
+        self.decisions.pop(ev.call_id, None)
+        self._results[ev.call_id] = ev.result
+        if not self.pending:  # the turn is settled: its results join the notebook in call order
+            self._write_results()
+
+    def _approval_requested(self, ev: ApprovalRequested) -> None:
+        p = self.pending.get(ev.call.id)
+        if p is not None and p.status == "proposed":
+            self.pending[ev.call.id] = replace(p, status="awaiting-approval")
+
+    def _approval_decided(self, ev: ApprovalDecided) -> None:
+        self.decisions[ev.decision.call_id] = ev.decision
+
+    def _compacted(self, ev: Compacted) -> None:
+        self.context = Context(ev.messages)
+        self._results.clear()
+
+    def _paused(self, ev: Paused) -> None:
+        self.paused_at = self.seq
+
+    def _cancelled(self, ev: Cancelled) -> None:
+        self.closed = ev.final
+
+    def _write_results(self) -> None:
+        """Write every result that is in, in the order of the calls that asked for them."""
+        if self._results:
+            self.context = self.context.add(*self._pending_results())
+            self._order = [cid for cid in self._order if cid not in self._results]
+            self._results.clear()
+
+    def _pending_results(self) -> list[Message]:
+        return [self._results[cid] for cid in self._order if cid in self._results]
+
+    def snapshot(self, pausing: PauseReason | None = None) -> RunState:
+        """The state now; ``pausing`` gives the state a ``paused`` event about to be committed carries."""
+        seq = self.seq + 1 if pausing else self.seq
+        messages = self.context.messages
+        if self._results:
+            messages = (*messages, *self._pending_results())
+        return RunState(
+            run_id=self.run_id,
+            messages=messages,
+            pending=tuple(self.pending.values()),
+            decisions=tuple(self.decisions.values()),
+            steps=self.steps,
+            tool_calls=self.tool_calls,
+            usage=self.usage,
+            fingerprint=self.fingerprint,
+            seq=seq,
+            status=pause_status(pausing) if pausing else self.status,
+            paused_at=seq if pausing else self.paused_at,
+        )
+
+
+_FOLDS: dict[str, Callable[[Journal, Any], None]] = {
+    "run-started": Journal._run_started,
+    "model-replied": Journal._model_replied,
+    "tool-started": Journal._tool_started,
+    "tool-finished": Journal._tool_finished,
+    "approval-requested": Journal._approval_requested,
+    "approval-decided": Journal._approval_decided,
+    "compacted": Journal._compacted,
+    "paused": Journal._paused,
+    "cancelled": Journal._cancelled,
+}
+
+
+def state_of(events: Iterable[Event]) -> RunState:
+    """The state a run's committed events describe (what a store's journal says now)."""
+    return Journal.of(events).snapshot()
+
+
+def replay(events: Iterable[Event]) -> Context:
+    """Rebuild a run's Context from its committed events.
+
+    Tool results join the notebook in the order of the calls that asked for
+    them, as the live loop writes them, whatever order the tools finished in.
+    """
+    journal = Journal.of(events)
+    journal._write_results()
+    return journal.context

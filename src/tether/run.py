@@ -1,0 +1,445 @@
+"""A run in progress: the loop, read top to bottom.
+
+Decide, act, write it down, repeat. :meth:`Run.events` asks the brain, commits
+its reply, settles every call of the reply (run it, write a note, or wait for a
+human: :func:`tether.turn.plan`), and goes round again until the reply has no
+calls, a terminal tool ran, a budget ran out or a human is needed.
+
+Everything the loop learns goes through :meth:`Run.commit`, the one durability
+rule: an event is written to the store (when there is one) *before* it is
+folded into the :class:`~tether.journal.Journal` and before the loop moves on.
+So the model's reply is durable before any of its tools run, ``tool-started``
+before a tool's first side effect, ``tool-finished`` before the next model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import inspect
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
+
+from ._crash import crash_around
+from .context import Context
+from .events import (
+    TERMINAL,
+    ApprovalDecided,
+    ApprovalRequested,
+    Cancelled,
+    Compacted,
+    ErrorKind,
+    Event,
+    Failed,
+    Finished,
+    LimitReached,
+    ModelReplied,
+    Paused,
+    PauseReason,
+    RunStarted,
+    Token,
+    ToolFinished,
+    ToolStarted,
+)
+from .exceptions import ProviderError, StateError, StateIncompatible, StoreError, UserError
+from .journal import Journal
+from .messages import Message, ToolCall
+from .policy import Policy, ask
+from .state import RunState, args_hash
+from .store import RunStore
+from .tools import Invocation, Tool, ToolTimedOut, result_text
+from .turn import Execute, Note, Step, Wait, plan
+
+__all__ = ["Input", "Run", "Settings"]
+
+Input = str | Message | RunState | None
+
+
+class Settings(Protocol):
+    """What the loop reads from the agent it runs (an :class:`~tether.agent.Agent`)."""
+
+    policy: Policy
+    tools: dict[str, Tool]
+    tool_list: tuple[Tool, ...]
+    instructions: str | None
+    max_steps: int
+    max_tool_calls: int | None
+    max_tokens: int | None
+    max_seconds: float | None
+    store: RunStore | None
+    signing_key: bytes | None
+    approver: Callable[[Tool, dict[str, Any], Context], bool] | None
+    compactor: Callable[[Context], Context] | None
+    fingerprint: str
+
+
+class Run:
+    """One run of an agent: its journal, its store, its budgets, and the loop."""
+
+    def __init__(
+        self, agent: Settings, input: Input, context: Context | None, run_id: str | None, cancel: asyncio.Event | None
+    ) -> None:
+        self.agent = agent
+        self.input, self.prior, self.run_id = input, context, run_id
+        self.cancel = cancel
+        self.store = agent.store
+        self.journal = Journal()
+        self.ended = False
+        self.limit: str | None = None
+        self.lock = asyncio.Lock()
+        self.deadline: float | None = None
+
+    async def events(self) -> AsyncIterator[Event]:
+        """The run as a stream of events; how it ends is always committed."""
+        try:
+            async for ev in self._loop():
+                yield ev
+        except asyncio.CancelledError:
+            await self._end(Cancelled("the task running the agent was cancelled"))
+            raise
+        except Exception as exc:
+            await self._end(Failed(f"{type(exc).__name__}: {exc}", type(exc).__name__))
+            raise
+        finally:
+            await self._end(Cancelled("the event stream was closed"))  # the consumer stopped early
+
+    async def _loop(self) -> AsyncIterator[Event]:
+        """Decide, act, write it down, repeat."""
+        for ev in await self._start():
+            yield ev
+        if self.journal.pending:  # resumed in the middle of a turn
+            async for ev in self._act():
+                yield ev
+        elif (output := self._committed_output()) is not None:  # resumed after the answer was written
+            yield await self.commit(Finished(output, self.journal.usage))
+        while not self.ended:
+            if stop := self._over_budget():
+                yield await self.commit(stop)
+                return
+            if shorter := self._compacted():
+                yield await self.commit(shorter)
+            reply: Message | Event | None = None
+            async for piece in self._ask():
+                if isinstance(piece, Token):
+                    yield piece
+                else:
+                    reply = piece
+            if not isinstance(reply, Message):  # the brain failed or the time ran out
+                assert reply is not None
+                yield await self.commit(reply)
+                return
+            yield await self.commit(ModelReplied(reply))
+            if not reply.tool_calls:
+                yield await self.commit(Finished(reply.content, self.journal.usage))
+                return
+            async for ev in self._act():
+                yield ev
+
+    # -- start: new, resume, or load ---------------------------------------
+
+    async def _start(self) -> list[Event]:
+        if self.agent.max_seconds is not None:
+            self.deadline = asyncio.get_running_loop().time() + self.agent.max_seconds
+        input = self.input
+        if input is None and self.run_id is not None:
+            first = await self._load()
+        elif isinstance(input, RunState):
+            first = self._resume(input)
+        else:
+            first = [await self._new(input)]
+        return [await self.commit(ev) for ev in first]
+
+    async def _new(self, input: Input) -> RunStarted:
+        if input is None:
+            raise UserError("give the agent a task (a string or Message), a RunState, or a run_id")
+        notes = list(self.prior or ())
+        if not notes and self.agent.instructions:
+            notes.append(Message.system(self.agent.instructions))
+        notes.append(input if isinstance(input, Message) else Message.user(str(input)))
+        if self.run_id and self.store is not None and await self.store.get(self.run_id) is not None:
+            raise UserError(f"run {self.run_id!r} already exists in the store; resume it with run_id= alone")
+        return RunStarted(self.run_id or uuid.uuid4().hex, tuple(notes), False, self.agent.fingerprint)
+
+    def _resume(self, state: RunState) -> list[Event]:
+        self._check_resumable(state, trusted=False)
+        self.journal = Journal.from_state(state)
+        resumed = RunStarted(state.run_id, (), True, self.agent.fingerprint)
+        return [resumed, *(ApprovalDecided(d) for d in state.decisions)]
+
+    async def _load(self) -> list[Event]:
+        assert self.run_id is not None
+        if self.store is None:
+            raise UserError("resuming by run_id needs an agent with a store")
+        events = await self.store.load(self.run_id)
+        if not events:
+            raise StateError(f"no run {self.run_id!r} in the store")
+        journal = Journal.of(events)
+        if journal.closed:
+            raise StateError(f"run {self.run_id!r} was cancelled for good and cannot be resumed")
+        self._check_resumable(journal.snapshot(), trusted=True)
+        self.journal = journal  # a store's journal already holds its decisions
+        return [RunStarted(journal.run_id, (), True, self.agent.fingerprint)]
+
+    def _check_resumable(self, state: RunState, *, trusted: bool) -> None:
+        if state.fingerprint != self.agent.fingerprint:
+            raise StateIncompatible(
+                f"run {state.run_id!r} was paused with other tool definitions "
+                f"(fingerprint {state.fingerprint!r}, this agent has {self.agent.fingerprint!r})"
+            )
+        if state.status == "finished" or (state.status == "running" and not trusted):
+            raise StateError(f"run {state.run_id!r} is {state.status!r} and cannot be resumed")
+        key = self.agent.signing_key
+        if key is not None:
+            if trusted:  # loaded from our own store; decisions still need signatures
+                for d in state.decisions:
+                    d.verify(key)
+            else:
+                state.verify(key)
+        state.check_decisions()
+
+    # -- commit: the one durability rule -----------------------------------
+
+    async def commit(self, ev: Event) -> Event:
+        """Write ``ev`` to the store (if any), then fold it into the journal."""
+        crash_around("before", ev.kind)
+        async with self.lock:
+            if self.store is not None:
+                await self._write(ev)
+            self._apply(ev)
+        crash_around("after", ev.kind)
+        return ev
+
+    async def _write(self, ev: Event) -> None:
+        assert self.store is not None
+        run_id = ev.run_id if isinstance(ev, RunStarted) else self.journal.run_id
+        expected = self.journal.seq
+        try:
+            await self.store.append(run_id, [ev], expected_seq=expected)
+        except asyncio.CancelledError:
+            # Cancelled mid-write: learn whether it landed, so the journal matches the store.
+            info = await self.store.get(run_id)
+            if info is not None and info.seq > expected:
+                self._apply(ev)
+            raise
+        except BaseException:
+            self.ended = True  # the journal can no longer be trusted to advance
+            raise
+
+    def _apply(self, ev: Event) -> None:
+        self.journal.apply(ev)
+        if ev.kind in TERMINAL:
+            self.ended = True
+            if isinstance(ev, LimitReached):
+                self.limit = ev.limit
+
+    async def _end(self, ev: Event) -> None:
+        """Commit a closing event unless the run has already ended."""
+        if not self.ended and self.journal.run_id:
+            with contextlib.suppress(StoreError, OSError):  # the original error matters more
+                await self.commit(ev)
+
+    # -- decide ------------------------------------------------------------
+
+    async def _ask(self) -> AsyncIterator[Token | Message | Event]:
+        """The brain's reply: tokens, then the Message, or the event that ends the run instead."""
+        try:
+            async for piece in self._pieces():
+                yield Token(piece) if isinstance(piece, str) else _unique_call_ids(piece, self.journal.call_ids)
+        except ProviderError as exc:
+            yield Failed(str(exc), "ProviderError")
+        except TimeoutError:
+            if not self._out_of_time():
+                raise  # the policy's own timeout: a failure, not our budget
+            yield LimitReached("seconds", self.agent.max_seconds or 0)
+
+    async def _pieces(self) -> AsyncIterator[str | Message]:
+        """The policy's reply as pieces, each bounded by the run's time budget."""
+        pieces = ask(self.agent.policy, self.journal.context, self.agent.tool_list)
+        if self.deadline is None:
+            async for piece in pieces:
+                yield piece
+            return
+        while True:
+            async with asyncio.timeout_at(self.deadline):  # never spans a yield
+                try:
+                    piece = await anext(pieces)
+                except StopAsyncIteration:
+                    return
+            yield piece
+
+    def _compacted(self) -> Compacted | None:
+        if self.agent.compactor is None:
+            return None
+        ctx = self.journal.context
+        shorter = self.agent.compactor(ctx)
+        return Compacted(shorter.messages) if shorter is not ctx and shorter != ctx else None
+
+    # -- act ---------------------------------------------------------------
+
+    async def _act(self) -> AsyncIterator[Event]:
+        """Settle every open call of the turn: note, run, or wait for a human."""
+        steps = self._plan()
+        for step in steps:
+            if isinstance(step, Note):
+                yield await self.commit(step.event)
+        todo = [s for s in steps if isinstance(s, Execute)]
+        if todo:
+            if stop := self._over_budget(new_calls=sum(s.attempt == 1 for s in todo), in_turn=True):
+                yield await self.commit(stop)
+                return
+            for step in todo:
+                yield await self.commit(ToolStarted(step.call, step.attempt))
+            for ev in await self._execute(todo):
+                yield ev
+            if self.ended:
+                return
+        if waits := [s for s in steps if isinstance(s, Wait)]:
+            for ev in await self._pause(waits):
+                yield ev
+        elif (output := self._terminal_output()) is not None:
+            yield await self.commit(Finished(output, self.journal.usage))
+
+    def _plan(self) -> list[Step]:
+        j, agent = self.journal, self.agent
+        ctx = j.context
+
+        def gate(tool: Tool, args: dict[str, Any]) -> bool:
+            return tool.needs_approval(args, ctx) or bool(agent.approver and agent.approver(tool, args, ctx))
+
+        return [plan(p, agent.tools, j.decisions.get(p.call.id), gate) for p in j.pending.values()]
+
+    async def _pause(self, waits: list[Wait]) -> list[Event]:
+        out = []
+        for w in waits:
+            if w.reason == "approval" and self.journal.pending[w.call.id].status == "proposed":
+                out.append(await self.commit(ApprovalRequested(w.call, args_hash(w.call.arguments))))
+        unknown = any(w.reason == "outcome-unknown" for w in waits)
+        reason: PauseReason = "outcome-unknown" if unknown else "approval"
+        state = self.journal.snapshot(pausing=reason)
+        if self.agent.signing_key:
+            state = state.sign(self.agent.signing_key)
+        out.append(await self.commit(Paused(reason, tuple(w.call.id for w in waits), state)))
+        return out
+
+    async def _execute(self, todo: list[Execute]) -> list[Event]:
+        """Run the calls (concurrently when several); each result is committed as it lands."""
+        if len(todo) == 1 and self.cancel is None:
+            return [await self._call(todo[0])]
+        done: list[Event] = []
+
+        async def one(step: Execute) -> None:
+            done.append(await self._call(step))
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                calls = [tg.create_task(one(step)) for step in todo]
+                if self.cancel is not None:
+                    watcher = tg.create_task(_watch(self.cancel))
+                    await asyncio.wait(calls)
+                    watcher.cancel()
+        except BaseExceptionGroup as group:
+            real = group.subgroup(lambda e: not isinstance(e, _CancelRequested | BaseExceptionGroup))
+            if real is not None:
+                raise real.exceptions[0] from None
+            if not self.ended:
+                done.append(await self.commit(Cancelled("cancel requested")))
+        return done
+
+    async def _call(self, step: Execute) -> Event:
+        tool, call = step.tool, step.call
+        invocation = Invocation(self.journal.run_id, call.id, tool.name)
+        error: ErrorKind | None = None
+        budget = asyncio.timeout_at(self.deadline)
+        unknown = "" if inspect.iscoroutinefunction(tool.fn) else "; it runs in a thread and may still finish"
+        try:
+            async with budget:
+                value = await tool.invoke(step.args, invocation)
+            text = result_text(value)
+        except ToolTimedOut as exc:
+            text, error = f"{exc}{unknown}", "timeout"
+        except TimeoutError as exc:
+            if not budget.expired():  # the tool's own timeout error, not one of ours
+                text, error = f"tool {tool.name!r} failed: TimeoutError: {exc}", "raised"
+            else:
+                text, error = f"tool {tool.name!r} was stopped: the run's time budget ran out{unknown}", "timeout"
+        except Exception as exc:
+            text, error = f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", "raised"
+        result = Message.tool_result(call.id, step.prefix + text, name=tool.name, is_error=error is not None)
+        return await self.commit(ToolFinished(result, error))
+
+    # -- budgets and answers -----------------------------------------------
+
+    def _out_of_time(self) -> bool:
+        return self.deadline is not None and asyncio.get_running_loop().time() >= self.deadline
+
+    def _over_budget(self, new_calls: int = 0, *, in_turn: bool = False) -> Event | None:
+        agent, j = self.agent, self.journal
+        if self.cancel is not None and self.cancel.is_set():
+            return Cancelled("cancel requested")
+        if self._out_of_time():
+            return LimitReached("seconds", agent.max_seconds or 0)
+        if not in_turn and j.steps >= agent.max_steps:
+            return LimitReached("steps", agent.max_steps)
+        if agent.max_tokens is not None and j.usage.total_tokens >= agent.max_tokens:
+            return LimitReached("tokens", agent.max_tokens)
+        if agent.max_tool_calls is not None and j.tool_calls + new_calls > agent.max_tool_calls:
+            return LimitReached("tool_calls", agent.max_tool_calls)
+        return None
+
+    def _committed_output(self) -> str | None:
+        """A final answer or terminal tool result already in the notebook (then the run is done)."""
+        last = self.journal.context.last()
+        if last is not None and last.role == "assistant" and not last.tool_calls:
+            return last.content
+        return self._terminal_output()
+
+    def _terminal_output(self) -> str | None:
+        """The result of the first terminal tool of the turn that just ended, if any."""
+        ctx = self.journal.context
+        results: dict[str | None, Message] = {}
+        i = len(ctx) - 1
+        while i >= 0 and ctx[i].role == "tool":
+            results[ctx[i].tool_call_id] = ctx[i]
+            i -= 1
+        for call in ctx[i].tool_calls if i >= 0 else ():
+            tool, res = self.agent.tools.get(call.name), results.get(call.id)
+            if tool is not None and tool.terminal and res is not None and not res.is_error:
+                return res.content
+        return None
+
+    def snapshot(self) -> RunState:
+        """The run's state now (signed when the agent has a key)."""
+        state = self.journal.snapshot()
+        return state.sign(self.agent.signing_key) if self.agent.signing_key else state
+
+
+def _unique_call_ids(message: Message, seen: set[str]) -> Message:
+    """``message`` with a fresh id for any call whose id is empty or already used in the run.
+
+    Some servers number calls per reply or repeat ids; one result per call and
+    idempotency keys (``run_id:call_id``) need ids unique within the run.
+    """
+    ids = [c.id for c in message.tool_calls]
+    if all(cid and cid not in seen for cid in ids) and len(set(ids)) == len(ids):
+        return message
+    calls, used = [], set(seen)
+    for c in message.tool_calls:
+        if not c.id or c.id in used:
+            n = len(used)
+            while f"call_{n}" in used:
+                n += 1
+            c = ToolCall(f"call_{n}", c.name, c.arguments)
+        used.add(c.id)
+        calls.append(c)
+    return dataclasses.replace(message, tool_calls=tuple(calls))
+
+
+class _CancelRequested(Exception):
+    pass
+
+
+async def _watch(cancel: asyncio.Event) -> None:
+    await cancel.wait()
+    raise _CancelRequested

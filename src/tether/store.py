@@ -1,0 +1,92 @@
+"""The run store contract: where a run's committed events live.
+
+A :class:`RunStore` keeps each run's events in order and its status. The loop
+appends with ``expected_seq`` (the number of events it has seen): a store refuses
+an append whose ``expected_seq`` is not the run's current length, so two workers
+can never both advance one run; the loser gets :class:`~tether.exceptions.LeaseConflict`
+before it executes anything.
+
+The Protocol lives in the core so that the loop depends on no implementation;
+:mod:`tether.stores` has them (memory, SQLite, PostgreSQL) and re-exports these
+names. :func:`record_decisions` is how a person's decision reaches a stored run
+from any process, without running the agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .events import ApprovalDecided, Event
+from .exceptions import StateError
+from .journal import state_of
+from .state import RunState
+
+__all__ = ["RunInfo", "RunStore", "record_decisions"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One run as a store lists it."""
+
+    run_id: str
+    status: str
+    seq: int
+    created_at: float
+    updated_at: float
+
+
+class RunStore(Protocol):
+    """Where runs are journaled; see the module docstring for the contract."""
+
+    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
+        """Append events atomically after ``expected_seq``; return the new length."""
+        ...
+
+    async def load(self, run_id: str) -> list[Event]:
+        """Every committed event of the run, in order ([] if unknown)."""
+        ...
+
+    async def get(self, run_id: str) -> RunInfo | None: ...
+
+    async def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
+        """Runs, most recently updated first, optionally with one status."""
+        ...
+
+    async def delete(self, run_id: str) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+async def record_decisions(store: RunStore, run_id: str, decide: Callable[[RunState], RunState]) -> RunState:
+    """Decide on a stored run without running it: the approval inbox's one operation.
+
+    Rebuilds the run's state from its journal, applies ``decide`` (for example
+    ``lambda s: s.approve(call_id, key=key)``), and appends one ``approval-decided``
+    event per new decision at the state's position, so a decision made while
+    another process advanced the run is refused (``LeaseConflict``) instead of
+    landing on a state nobody saw. Resume the run by id to act on it.
+
+    >>> import asyncio
+    >>> from tether import Action, Agent, tool
+    >>> from tether.stores.memory import MemoryStore
+    >>> from tether.testing import ScriptedModel
+    >>> @tool(approval=True)
+    ... def refund(order: str) -> str:
+    ...     return f"refunded {order}"
+    >>> store = MemoryStore()
+    >>> paused = Agent(ScriptedModel([Action("refund", {"order": "A1"})]), [refund], store=store).run_sync(
+    ...     "Refund A1", run_id="r1")
+    >>> decided = asyncio.run(record_decisions(store, "r1", lambda s: s.approve(s.pending[0].call.id, by="ana")))
+    >>> Agent(ScriptedModel(["Done."]), [refund], store=store).run_sync(run_id="r1").output
+    'Done.'
+    """
+    events = await store.load(run_id)
+    if not events:
+        raise StateError(f"no run {run_id!r} in the store")
+    state = state_of(events)
+    decided = decide(state)
+    new = [ApprovalDecided(d) for d in decided.decisions if state.decision(d.call_id) != d]
+    await store.append(run_id, new, expected_seq=state.seq)
+    return decided

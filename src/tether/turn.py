@@ -1,0 +1,145 @@
+"""What to do with each open call of a turn: run it, write a note, or wait for a human.
+
+:func:`plan` is pure: no I/O, no clock, no store. Given one open call, the
+agent's tools, the human decision recorded for it (if any) and the agent's gate,
+it says exactly one of three things:
+
+* :class:`Execute`: run the tool now with these validated arguments;
+* :class:`Note`: do not run it; this result goes into the notebook (an unknown
+  tool, arguments that are not JSON or fail validation, a denial, a skip);
+* :class:`Wait`: a human must decide first (an approval, or a ``once`` call
+  whose outcome is unknown after a crash).
+
+>>> from tether.tools import tool
+>>> from tether.state import PendingCall
+>>> from tether.messages import ToolCall
+>>> @tool(effect="none")
+... def add(a: int, b: int) -> int:
+...     return a + b
+>>> step = plan(PendingCall(ToolCall("c1", "add", '{"a": 1, "b": "2"}')), {"add": add}, None, lambda t, a: False)
+>>> type(step).__name__, step.args
+('Execute', {'a': 1, 'b': 2})
+>>> plan(PendingCall(ToolCall("c2", "nope", "{}")), {"add": add}, None, lambda t, a: False).event.error
+'unknown-tool'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .events import ErrorKind, ToolFinished
+from .exceptions import StateError
+from .messages import Message, ToolCall
+from .state import Decision, PendingCall
+from .tools import ArgumentsInvalid, Tool
+
+__all__ = ["Execute", "Gate", "Note", "Step", "Wait", "plan"]
+
+Gate = Callable[[Tool, dict[str, Any]], bool]
+"""Whether a call needs a human: the tool and the call's arguments -> True to ask."""
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    """Run ``tool`` with ``args`` now; ``call`` records the arguments it runs with."""
+
+    call: ToolCall
+    tool: Tool
+    args: dict[str, Any]
+    attempt: int = 1
+    prefix: str = ""  # said before the result, e.g. that a human edited the arguments
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Do not run the call; ``event`` is the result the model reads."""
+
+    event: ToolFinished
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A human must decide on ``call`` first."""
+
+    call: ToolCall
+    reason: Literal["approval", "outcome-unknown"]
+
+
+Step = Execute | Note | Wait
+
+
+def plan(open: PendingCall, tools: Mapping[str, Tool], decision: Decision | None, gate: Gate) -> Step:
+    """Decide what to do with one open call, without side effects."""
+    call = open.call
+    tool = tools.get(call.name)
+    if tool is None:
+        names = ", ".join(sorted(tools)) or "(none)"
+        return note(call, f"unknown tool {call.name!r}; available tools: {names}", "unknown-tool")
+    parsed = _parse_args(call, tool)
+    if isinstance(parsed, Note):
+        return parsed
+    raw, args = parsed
+    attempt = open.attempts + 1
+    if open.status == "started":
+        return _interrupted(call, tool, args, attempt, decision)
+    # A call asked about once stays gated: the gates of the agent that resumes it cannot waive it.
+    if not (open.status == "awaiting-approval" or gate(tool, raw)):
+        return Execute(call, tool, args, attempt)
+    if decision is None:
+        return Wait(call, "approval")
+    if decision.verdict != "approve":
+        return note(call, _said("a human denied this call", decision), "denied")
+    if decision.args is None:
+        return Execute(call, tool, args, attempt)
+    return _edited(call, tool, decision.args, attempt)
+
+
+def _interrupted(call: ToolCall, tool: Tool, args: dict[str, Any], attempt: int, decision: Decision | None) -> Step:
+    """A call that started and never finished; ``call`` holds the arguments it started with."""
+    if tool.effect != "once":
+        return Execute(call, tool, args, attempt)  # safe to repeat (with the same idempotency key)
+    if decision is None or decision.verdict not in ("retry", "skip"):
+        return Wait(call, "outcome-unknown")  # the world may or may not have changed
+    if decision.verdict == "skip":
+        text = "this call was interrupted and its outcome is unknown; a human chose not to run it again"
+        return note(call, _said(text, decision), "skipped")
+    return Execute(call, tool, args, attempt)
+
+
+def _edited(call: ToolCall, tool: Tool, edited: dict[str, Any], attempt: int) -> Execute:
+    try:
+        args = tool.validate(edited)
+    except ArgumentsInvalid as exc:
+        raise StateError(f"the edited arguments for call {call.id!r} are invalid: {exc}") from None
+    text = json.dumps(edited, sort_keys=True, ensure_ascii=False)
+    # The started call records the edited arguments, so a re-run after a crash uses them too.
+    said = f"(a human edited the arguments to {text})\n"
+    return Execute(ToolCall(call.id, call.name, text), tool, args, attempt, said)
+
+
+def _said(text: str, decision: Decision) -> str:
+    return f"{text}: {decision.message}" if decision.message else text
+
+
+def _parse_args(call: ToolCall, tool: Tool) -> tuple[dict[str, Any], dict[str, Any]] | Note:
+    """The call's raw and validated arguments, or a note telling the model what is wrong."""
+    try:
+        raw = json.loads(call.arguments or "{}")
+        if not isinstance(raw, dict):
+            raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+    except (ValueError, RecursionError) as exc:
+        schema = json.dumps(tool.parameters, sort_keys=True)
+        text = f"arguments for tool {call.name!r} are not a JSON object ({exc}); "
+        return note(call, f"{text}send an object matching this schema: {schema}", "bad-json")
+    try:
+        return raw, tool.validate(raw)
+    except ArgumentsInvalid as exc:
+        return note(call, str(exc), "invalid-arguments")
+
+
+def note(call: ToolCall, text: str, kind: ErrorKind) -> Note:
+    """A note for ``call``: an error result the model reads instead of the tool running."""
+    return Note(ToolFinished(Message.tool_result(call.id, text, name=call.name, is_error=True), kind))
