@@ -57,11 +57,12 @@ class RunResult:
     def of(cls, run: Run, events: list[Event]) -> RunResult:
         """The result of ``run`` once its stream of ``events`` is drained."""
         last = events[-1] if events else None
+        state = run.snapshot()
         return cls(
-            status=run.journal.status,
+            status=state.status,
             output=last.output if isinstance(last, Finished) else None,
             context=run.journal.context,
-            state=run.snapshot(),
+            state=state,
             usage=run.journal.usage,
             events=tuple(events),
             limit=run.limit,
@@ -96,10 +97,13 @@ class Agent:
         signing_key: bytes | None = None,
         approver: Approver | None = None,
         compactor: Callable[[Context], Context] | None = None,
+        lease_ttl: float = 30.0,
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
         _check_limits(max_steps, max_tool_calls, max_tokens, max_seconds)
+        if not (isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool) and lease_ttl > 0):
+            raise UserError(f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}")
         if signing_key is not None and not (isinstance(signing_key, bytes) and len(signing_key) >= 16):
             raise UserError("signing_key must be at least 16 random bytes (e.g. secrets.token_bytes(32))")
         self.policy = policy
@@ -121,6 +125,7 @@ class Agent:
         self.signing_key = signing_key
         self.approver = approver
         self.compactor = compactor
+        self.lease_ttl = float(lease_ttl)
         self.fingerprint = hashlib.sha256(
             ",".join(sorted(f"{t.name}:{t.fingerprint()}" for t in self.tool_list)).encode()
         ).hexdigest()[:16]

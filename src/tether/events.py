@@ -123,11 +123,15 @@ class ToolFinished:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequested:
-    """A call waits for a human; ``args_hash`` binds a decision to these exact arguments."""
+    """A call waits for a human; ``args_hash`` binds a decision to these exact arguments.
+
+    ``note`` says why, when it is not the plain case (e.g. the approval gate raised).
+    """
 
     kind: ClassVar[Literal["approval-requested"]] = "approval-requested"
     call: ToolCall
     args_hash: str
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,7 +75,14 @@ class StoreError(TetherError):
 
 
 class LeaseConflict(StoreError):
-    """Another worker holds the run's lease; this one must not write."""
+    """Another worker holds the run's lease; this one must not write.
+
+    ``holder`` names the lease's owner when a live lease is the reason.
+    """
+
+    def __init__(self, message: str, *, holder: str | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class SandboxUnavailable(TetherError):

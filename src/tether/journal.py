@@ -175,7 +175,7 @@ class Journal:
     def _approval_requested(self, ev: ApprovalRequested) -> None:
         p = self.pending.get(ev.call.id)
         if p is not None and p.status == "proposed":
-            self.pending[ev.call.id] = replace(p, status="awaiting-approval")
+            self.pending[ev.call.id] = replace(p, status="awaiting-approval", note=ev.note)
 
     def _approval_decided(self, ev: ApprovalDecided) -> None:
         self.decisions[ev.decision.call_id] = ev.decision

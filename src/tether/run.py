@@ -18,6 +18,8 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import os
+import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
@@ -43,12 +45,20 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
-from .exceptions import ProviderError, StateError, StateIncompatible, StoreError, UserError
+from .exceptions import (
+    LeaseConflict,
+    ProviderError,
+    StateError,
+    StateIncompatible,
+    StateTampered,
+    StoreError,
+    UserError,
+)
 from .journal import Journal
 from .messages import Message, ToolCall
 from .policy import Policy, ask
 from .state import RunState, args_hash
-from .store import RunStore
+from .store import Lease, RunStore
 from .tools import Invocation, Tool, ToolTimedOut, result_text
 from .turn import Execute, Note, Step, Wait, plan
 
@@ -73,6 +83,7 @@ class Settings(Protocol):
     approver: Callable[[Tool, dict[str, Any], Context], bool] | None
     compactor: Callable[[Context], Context] | None
     fingerprint: str
+    lease_ttl: float
 
 
 class Run:
@@ -90,12 +101,18 @@ class Run:
         self.limit: str | None = None
         self.lock = asyncio.Lock()
         self.deadline: float | None = None
+        self.lease: Lease | None = None
+        self.failure: Failed | None = None  # the store failed: how the run ended, not committed
+        self._renewal: asyncio.Task[None] | None = None
 
     async def events(self) -> AsyncIterator[Event]:
-        """The run as a stream of events; how it ends is always committed."""
+        """The run as a stream of events; how it ends is committed whenever the store can take it."""
         try:
             async for ev in self._loop():
                 yield ev
+        except _StoreDown:
+            assert self.failure is not None
+            yield self.failure
         except asyncio.CancelledError:
             await self._end(Cancelled("the task running the agent was cancelled"))
             raise
@@ -104,6 +121,7 @@ class Run:
             raise
         finally:
             await self._end(Cancelled("the event stream was closed"))  # the consumer stopped early
+            await self._let_go()
 
     async def _loop(self) -> AsyncIterator[Event]:
         """Decide, act, write it down, repeat."""
@@ -144,11 +162,15 @@ class Run:
             self.deadline = asyncio.get_running_loop().time() + self.agent.max_seconds
         input = self.input
         if input is None and self.run_id is not None:
+            await self._hold(self.run_id)
             first = await self._load()
         elif isinstance(input, RunState):
-            first = self._resume(input)
+            await self._hold(input.run_id)
+            first = await self._resume(input)
         else:
-            first = [await self._new(input)]
+            started = await self._new(input)
+            await self._hold(started.run_id)
+            first = [started]
         return [await self.commit(ev) for ev in first]
 
     async def _new(self, input: Input) -> RunStarted:
@@ -162,8 +184,10 @@ class Run:
             raise UserError(f"run {self.run_id!r} already exists in the store; resume it with run_id= alone")
         return RunStarted(self.run_id or uuid.uuid4().hex, tuple(notes), False, self.agent.fingerprint)
 
-    def _resume(self, state: RunState) -> list[Event]:
+    async def _resume(self, state: RunState) -> list[Event]:
         self._check_resumable(state, trusted=False)
+        if self.store is not None:
+            await self._check_against_store(state)
         self.journal = Journal.from_state(state)
         resumed = RunStarted(state.run_id, (), True, self.agent.fingerprint)
         return [resumed, *(ApprovalDecided(d) for d in state.decisions)]
@@ -199,6 +223,62 @@ class Run:
                 state.verify(key)
         state.check_decisions()
 
+    async def _check_against_store(self, state: RunState) -> None:
+        """With a store, its journal is the truth: a state that says otherwise is refused."""
+        assert self.store is not None
+        events = await self.store.load(state.run_id)
+        if not events:
+            raise StateTampered(f"run {state.run_id!r} is not in this agent's store; it cannot be resumed here")
+        truth = Journal.of(events).snapshot()
+        if state.seq != truth.seq:
+            raise LeaseConflict(
+                f"run {state.run_id!r} is at position {truth.seq} in the store, this state at {state.seq}: "
+                "it was resumed or decided elsewhere (load it again from the store)"
+            )
+
+        def claims(s: RunState) -> RunState:  # what the state says happened; decisions are checked apart
+            return dataclasses.replace(s, decisions=(), signature="", status="paused")
+
+        if claims(state) != claims(truth):
+            raise StateTampered(
+                f"run state {state.run_id!r} differs from the store's journal (its calls, arguments or notes); "
+                "nothing was run"
+            )
+
+    # -- the lease: one worker advances a run --------------------------------
+
+    async def _hold(self, run_id: str) -> None:
+        """Take the run's lease (with a store) and keep renewing it while the run streams."""
+        if self.store is None:
+            return
+        ttl, owner = self.agent.lease_ttl, _owner()
+        try:
+            self.lease = await self.store.acquire(run_id, owner, ttl)
+        except LeaseConflict as exc:
+            if exc.holder is None or not _gone(exc.holder):
+                raise
+            self.lease = await self.store.acquire(run_id, owner, ttl, take_over=exc.holder)
+        _LIVE.add(owner)
+        self._renewal = asyncio.create_task(self._renew(ttl))
+
+    async def _renew(self, ttl: float) -> None:
+        assert self.store is not None and self.lease is not None
+        while True:
+            await asyncio.sleep(ttl / 3)
+            with contextlib.suppress(StoreError):  # lost: the next append with it is refused
+                self.lease = await self.store.acquire(self.lease.run_id, self.lease.owner, ttl)
+
+    async def _let_go(self) -> None:
+        if self.lease is not None:
+            _LIVE.discard(self.lease.owner)
+        if self._renewal is not None:
+            self._renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewal
+        if self.lease is not None and self.store is not None:
+            with contextlib.suppress(StoreError, OSError):  # it expires by itself anyway
+                await self.store.release(self.lease)
+
     # -- commit: the one durability rule -----------------------------------
 
     async def commit(self, ev: Event) -> Event:
@@ -216,15 +296,25 @@ class Run:
         run_id = ev.run_id if isinstance(ev, RunStarted) else self.journal.run_id
         expected = self.journal.seq
         try:
-            await self.store.append(run_id, [ev], expected_seq=expected)
+            await self.store.append(run_id, [ev], expected_seq=expected, lease=self.lease)
         except asyncio.CancelledError:
             # Cancelled mid-write: learn whether it landed, so the journal matches the store.
             info = await self.store.get(run_id)
             if info is not None and info.seq > expected:
                 self._apply(ev)
             raise
-        except BaseException:
+        except StoreError as exc:
             self.ended = True  # the journal can no longer be trusted to advance
+            if isinstance(exc, LeaseConflict) or not self.journal.run_id:
+                raise  # another worker owns the run, or there is no run to resume yet
+            self.failure = Failed(
+                f"the run store failed, so the run stopped at its last commit (resume it once the store "
+                f"works again): {exc}",
+                "StoreError",
+            )
+            raise _StoreDown from exc
+        except BaseException:
+            self.ended = True
             raise
 
     def _apply(self, ev: Event) -> None:
@@ -314,7 +404,7 @@ class Run:
         out = []
         for w in waits:
             if w.reason == "approval" and self.journal.pending[w.call.id].status == "proposed":
-                out.append(await self.commit(ApprovalRequested(w.call, args_hash(w.call.arguments))))
+                out.append(await self.commit(ApprovalRequested(w.call, args_hash(w.call.arguments), w.note)))
         unknown = any(w.reason == "outcome-unknown" for w in waits)
         reason: PauseReason = "outcome-unknown" if unknown else "approval"
         state = self.journal.snapshot(pausing=reason)
@@ -412,6 +502,8 @@ class Run:
     def snapshot(self) -> RunState:
         """The run's state now (signed when the agent has a key)."""
         state = self.journal.snapshot()
+        if self.failure is not None:
+            state = dataclasses.replace(state, status="failed")
         return state.sign(self.agent.signing_key) if self.agent.signing_key else state
 
 
@@ -438,6 +530,36 @@ def _unique_call_ids(message: Message, seen: set[str]) -> Message:
 
 class _CancelRequested(Exception):
     pass
+
+
+class _StoreDown(Exception):
+    """The store refused a commit: the run stops where its store says it is."""
+
+
+_LIVE: set[str] = set()  # lease owners of the runs this process is advancing now
+
+
+def _owner() -> str:
+    """A lease owner name unique to this run in this process: host, pid and a nonce."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _gone(owner: str) -> bool:
+    """Whether a lease's owner is known to be gone: a run of this process that ended, or a
+    process of this host that no longer exists. Anything else may be alive: wait for expiry."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return owner not in _LIVE
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists (another user's process): not ours to judge
+    return False
 
 
 async def _watch(cancel: asyncio.Event) -> None:

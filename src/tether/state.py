@@ -24,6 +24,8 @@ from .exceptions import StateError, StateIncompatible, StateTampered
 from .messages import Message, ToolCall, Usage, check_keys
 
 __all__ = [
+    "MAX_DEPTH",
+    "MAX_STATE_BYTES",
     "SCHEMA_VERSION",
     "CallStatus",
     "Decision",
@@ -33,9 +35,14 @@ __all__ = [
     "Verdict",
     "args_hash",
     "canonical_json",
+    "strict_loads",
 ]
 
 SCHEMA_VERSION = 1
+MAX_STATE_BYTES = 16 * 1024 * 1024
+"""The largest state text :meth:`RunState.from_json` parses (checked before parsing)."""
+MAX_DEPTH = 100
+"""How deeply a state's JSON may nest (tool arguments included)."""
 Status = Literal["running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"]
 CallStatus = Literal["proposed", "awaiting-approval", "started"]
 Verdict = Literal["approve", "deny", "retry", "skip"]
@@ -50,6 +57,42 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def strict_loads(text: str | bytes) -> Any:
+    """Parse JSON, refusing a duplicate key at any depth (``ValueError``).
+
+    Persisted and signed data must mean one thing to every reader: with
+    duplicates, a first-wins reader would see other values than a last-wins one.
+
+    >>> strict_loads('{"a": 1, "a": 2}')
+    Traceback (most recent call last):
+    ...
+    ValueError: duplicate key 'a'
+    """
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _depth_ok(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests no deeper than ``limit`` (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > limit:
+                return False
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+    return True
+
+
 def args_hash(arguments: str) -> str:
     """A hash of a call's arguments, insensitive to key order and spacing.
 
@@ -58,7 +101,7 @@ def args_hash(arguments: str) -> str:
     """
     try:
         text = canonical_json(json.loads(arguments))
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON (or absurdly deep): the text itself
         text = arguments
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -83,19 +126,22 @@ class PendingCall:
     call: ToolCall
     status: CallStatus = "proposed"
     attempts: int = 0
+    note: str = ""  # why a human is asked, when it is not the plain case (e.g. the gate raised)
 
     @property
     def args_hash(self) -> str:
         return args_hash(self.call.arguments)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"call": self.call.to_dict(), "status": self.status, "attempts": self.attempts}
+        data = {"call": self.call.to_dict(), "status": self.status, "attempts": self.attempts}
+        return {**data, "note": self.note} if self.note else data
 
     @classmethod
     def from_dict(cls, data: Any) -> PendingCall:
         check_keys(data, _PENDING_KEYS, "pending call")
         call = ToolCall.from_dict(data["call"])
-        return cls(call, _literal(data, "status", CallStatus), _typed(data, "attempts", int))
+        note = _typed(data, "note", str) if "note" in data else ""
+        return cls(call, _literal(data, "status", CallStatus), _typed(data, "attempts", int), note)
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,12 +373,21 @@ class RunState:
         return canonical_json(self.to_dict())
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> RunState:
-        """Parse a state; anything malformed, truncated or unknown raises StateError."""
+    def from_json(cls, text: str | bytes, *, max_bytes: int = MAX_STATE_BYTES) -> RunState:
+        """Parse a state; anything malformed, truncated, unknown or oversized raises StateError.
+
+        The size is checked before parsing (``max_bytes``, 16 MiB by default),
+        duplicate keys are refused at any depth and nesting is capped at
+        :data:`MAX_DEPTH`, so what is verified is what every reader sees.
+        """
+        if len(text) > max_bytes:
+            raise StateError(f"run state is {len(text)} bytes, over the cap of {max_bytes} (max_bytes=)")
         try:
-            data = json.loads(text)
+            data = strict_loads(text)
         except (ValueError, RecursionError) as exc:
             raise StateError(f"run state is not valid JSON: {exc}") from None
+        if not _depth_ok(data, MAX_DEPTH):
+            raise StateError(f"run state nests deeper than {MAX_DEPTH} levels")
         return cls.from_dict(data)
 
     @classmethod

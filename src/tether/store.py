@@ -6,6 +6,14 @@ an append whose ``expected_seq`` is not the run's current length, so two workers
 can never both advance one run; the loser gets :class:`~tether.exceptions.LeaseConflict`
 before it executes anything.
 
+A worker advancing a run holds its **lease** (:class:`Lease`): an owner, a
+fencing ``token`` that grows each time the lease changes hands, and an expiry
+the worker renews while it is alive. A second worker never takes over a live
+lease (it gets :class:`~tether.exceptions.LeaseConflict` naming the holder); an
+expired one is taken over. An append that names a lease is refused unless that
+lease is still the run's current one, so a stalled worker whose lease was
+taken over cannot commit; fencing by position stays the last line of defence.
+
 The Protocol lives in the core so that the loop depends on no implementation;
 :mod:`tether.stores` has them (memory, SQLite, PostgreSQL) and re-exports these
 names. :func:`record_decisions` is how a person's decision reaches a stored run
@@ -23,25 +31,60 @@ from .exceptions import StateError
 from .journal import state_of
 from .state import RunState
 
-__all__ = ["RunInfo", "RunStore", "record_decisions"]
+__all__ = ["Lease", "RunInfo", "RunStore", "record_decisions"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's claim on a run: who holds it, its fencing token, until when.
+
+    >>> Lease("r1", "host:123:ab12", 3, 1_700_000_030.0).token
+    3
+    """
+
+    run_id: str
+    owner: str
+    token: int
+    expires_at: float
 
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
-    """One run as a store lists it."""
+    """One run as a store lists it (with its lease, if one was ever taken)."""
 
     run_id: str
     status: str
     seq: int
     created_at: float
     updated_at: float
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
 
 
 class RunStore(Protocol):
     """Where runs are journaled; see the module docstring for the contract."""
 
-    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
-        """Append events atomically after ``expected_seq``; return the new length."""
+    async def append(
+        self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
+    ) -> int:
+        """Append events atomically after ``expected_seq``; return the new length.
+
+        With ``lease``, the append is refused (``LeaseConflict``) unless that
+        lease is the run's current one (same owner and token).
+        """
+        ...
+
+    async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
+        """Take the run's lease for ``ttl`` seconds, or renew it when ``owner`` holds it.
+
+        A live lease of another owner raises ``LeaseConflict`` naming it (its
+        ``holder``); an expired one is taken over with a higher token, and so
+        is a live one whose owner is ``take_over`` (a worker known to be gone).
+        """
+        ...
+
+    async def release(self, lease: Lease) -> None:
+        """Give the lease up now (a no-op when it is no longer this lease)."""
         ...
 
     async def load(self, run_id: str) -> list[Event]:
@@ -59,14 +102,18 @@ class RunStore(Protocol):
     async def aclose(self) -> None: ...
 
 
-async def record_decisions(store: RunStore, run_id: str, decide: Callable[[RunState], RunState]) -> RunState:
+async def record_decisions(
+    store: RunStore, run_id: str, decide: Callable[[RunState], RunState], *, replace: bool = False
+) -> RunState:
     """Decide on a stored run without running it: the approval inbox's one operation.
 
     Rebuilds the run's state from its journal, applies ``decide`` (for example
     ``lambda s: s.approve(call_id, key=key)``), and appends one ``approval-decided``
     event per new decision at the state's position, so a decision made while
     another process advanced the run is refused (``LeaseConflict``) instead of
-    landing on a state nobody saw. Resume the run by id to act on it.
+    landing on a state nobody saw. A recorded decision is final until it is
+    spent: changing it raises :class:`~tether.StateError` unless ``replace=True``.
+    Resume the run by id to act on it.
 
     >>> import asyncio
     >>> from tether import Action, Agent, tool
@@ -87,6 +134,14 @@ async def record_decisions(store: RunStore, run_id: str, decide: Callable[[RunSt
         raise StateError(f"no run {run_id!r} in the store")
     state = state_of(events)
     decided = decide(state)
-    new = [ApprovalDecided(d) for d in decided.decisions if state.decision(d.call_id) != d]
-    await store.append(run_id, new, expected_seq=state.seq)
+    new = [d for d in decided.decisions if state.decision(d.call_id) != d]
+    for d in new:
+        old = state.decision(d.call_id)
+        if old is not None and not replace:
+            by = f" by {old.by}" if old.by else ""
+            raise StateError(
+                f"call {d.call_id!r} already has a recorded decision ({old.verdict}{by}); "
+                f"it stands until the run resumes, unless you replace it (replace=True)"
+            )
+    await store.append(run_id, [ApprovalDecided(d) for d in new], expected_seq=state.seq)
     return decided

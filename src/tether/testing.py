@@ -25,7 +25,7 @@ from .events import Event
 from .exceptions import ScriptExhausted
 from .messages import Message
 from .policy import Action, FunctionPolicy, Move, set_model_requests_blocked, to_message
-from .store import RunStore
+from .store import Lease, RunStore
 from .tools import Tool
 
 __all__ = ["Action", "CrashingStore", "FunctionPolicy", "ScriptedModel", "SimulatedCrash", "block_model_requests"]
@@ -130,8 +130,10 @@ class CrashingStore:
         self.repeat = repeat
         self.crashed = False
 
-    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
-        seq = await self.inner.append(run_id, events, expected_seq=expected_seq)
+    async def append(
+        self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
+    ) -> int:
+        seq = await self.inner.append(run_id, events, expected_seq=expected_seq, lease=lease)
         hit = next((ev for ev in events if self.after(ev)), None)
         if hit is not None and (self.repeat or not self.crashed):
             self.crashed = True

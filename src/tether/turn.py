@@ -33,13 +33,16 @@ from typing import Any, Literal
 from .events import ErrorKind, ToolFinished
 from .exceptions import StateError
 from .messages import Message, ToolCall
-from .state import Decision, PendingCall
+from .state import Decision, PendingCall, strict_loads
 from .tools import ArgumentsInvalid, Tool
 
 __all__ = ["Execute", "Gate", "Note", "Step", "Wait", "plan"]
 
 Gate = Callable[[Tool, dict[str, Any]], bool]
-"""Whether a call needs a human: the tool and the call's arguments -> True to ask."""
+"""Whether a call needs a human: the tool and the call's validated arguments -> True to ask.
+
+The gate sees exactly the values the tool would receive (coerced, defaults
+filled); a gate that raises makes the call wait for a human (fail closed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +65,11 @@ class Note:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """A human must decide on ``call`` first."""
+    """A human must decide on ``call`` first; ``note`` says why when it is not the plain case."""
 
     call: ToolCall
     reason: Literal["approval", "outcome-unknown"]
+    note: str = ""
 
 
 Step = Execute | Note | Wait
@@ -81,20 +85,29 @@ def plan(open: PendingCall, tools: Mapping[str, Tool], decision: Decision | None
     parsed = _parse_args(call, tool)
     if isinstance(parsed, Note):
         return parsed
-    raw, args = parsed
+    args = parsed
     attempt = open.attempts + 1
     if open.status == "started":
         return _interrupted(call, tool, args, attempt, decision)
     # A call asked about once stays gated: the gates of the agent that resumes it cannot waive it.
-    if not (open.status == "awaiting-approval" or gate(tool, raw)):
+    gated, why = (True, "") if open.status == "awaiting-approval" else _ask_gate(gate, tool, args)
+    if not gated:
         return Execute(call, tool, args, attempt)
     if decision is None:
-        return Wait(call, "approval")
+        return Wait(call, "approval", why)
     if decision.verdict != "approve":
         return note(call, _said("a human denied this call", decision), "denied")
     if decision.args is None:
         return Execute(call, tool, args, attempt)
     return _edited(call, tool, decision.args, attempt)
+
+
+def _ask_gate(gate: Gate, tool: Tool, args: dict[str, Any]) -> tuple[bool, str]:
+    """The gate's answer on the validated arguments; a gate that raises asks a human (fail closed)."""
+    try:
+        return bool(gate(tool, dict(args))), ""
+    except Exception as exc:
+        return True, f"the approval gate of {tool.name!r} raised {type(exc).__name__}: {exc}; a human must decide"
 
 
 def _interrupted(call: ToolCall, tool: Tool, args: dict[str, Any], attempt: int, decision: Decision | None) -> Step:
@@ -124,10 +137,10 @@ def _said(text: str, decision: Decision) -> str:
     return f"{text}: {decision.message}" if decision.message else text
 
 
-def _parse_args(call: ToolCall, tool: Tool) -> tuple[dict[str, Any], dict[str, Any]] | Note:
-    """The call's raw and validated arguments, or a note telling the model what is wrong."""
+def _parse_args(call: ToolCall, tool: Tool) -> dict[str, Any] | Note:
+    """The call's validated arguments (coerced, defaults filled), or a note telling the model what is wrong."""
     try:
-        raw = json.loads(call.arguments or "{}")
+        raw = strict_loads(call.arguments or "{}")
         if not isinstance(raw, dict):
             raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
     except (ValueError, RecursionError) as exc:
@@ -135,7 +148,7 @@ def _parse_args(call: ToolCall, tool: Tool) -> tuple[dict[str, Any], dict[str, A
         text = f"arguments for tool {call.name!r} are not a JSON object ({exc}); "
         return note(call, f"{text}send an object matching this schema: {schema}", "bad-json")
     try:
-        return raw, tool.validate(raw)
+        return tool.validate(raw)
     except ArgumentsInvalid as exc:
         return note(call, str(exc), "invalid-arguments")
 

@@ -153,8 +153,8 @@ def test_resuming_an_interrupted_call_is_not_blocked_by_the_step_budget() -> Non
 
 def test_cancelling_during_a_slow_store_write_keeps_journal_and_store_in_step() -> None:
     class NetStore(MemoryStore):
-        async def append(self, run_id, events, *, expected_seq):
-            n = await super().append(run_id, events, expected_seq=expected_seq)
+        async def append(self, run_id, events, *, expected_seq, lease=None):
+            n = await super().append(run_id, events, expected_seq=expected_seq, lease=lease)
             await asyncio.sleep(0.05)  # the write landed; the reply is on its way
             return n
 

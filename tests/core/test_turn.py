@@ -133,12 +133,27 @@ def test_an_interrupted_once_call_is_retried_or_skipped_as_decided() -> None:
     assert skipped.event.result.content.endswith("a human chose not to run it again: sent by hand")
 
 
-def test_the_gate_sees_the_tool_and_the_arguments() -> None:
+def test_the_gate_sees_the_validated_arguments_the_tool_would_receive() -> None:
     seen: list[tuple[str, dict[str, Any]]] = []
 
     def gate(tool: Any, args: dict[str, Any]) -> bool:
         seen.append((tool.name, args))
         return False
 
-    plan(open_call("add", '{"a": 5}'), TOOLS, None, gate)
-    assert seen == [("add", {"a": 5})]
+    plan(open_call("add", '{"a": "5"}'), TOOLS, None, gate)
+    assert seen == [("add", {"a": 5, "b": 0})]  # coerced, defaults filled
+
+
+def test_a_gate_that_raises_makes_the_call_wait_for_a_human_with_the_reason() -> None:
+    def gate(tool: Any, args: dict[str, Any]) -> bool:
+        raise KeyError("amount")
+
+    step = plan(open_call("add", '{"a": 1}'), TOOLS, None, gate)
+    assert isinstance(step, Wait) and step.reason == "approval"
+    assert step.note == "the approval gate of 'add' raised KeyError: 'amount'; a human must decide"
+
+
+def test_duplicate_keys_in_arguments_are_a_note_not_a_guess() -> None:
+    step = plan(open_call("send", '{"to": "ann", "to": "eve"}'), TOOLS, None, never)
+    assert isinstance(step, Note) and step.event.error == "bad-json"
+    assert "duplicate key 'to'" in step.event.result.content

@@ -1,21 +1,23 @@
 """RELIABILITY A.4: two workers on one run; a zombie worker that wakes up after a takeover.
 
-tether has no lease timer: the fencing token is the run's length. Every commit
-names the length its writer last saw (``expected_seq``) and the store refuses
-it if the run moved on, with :class:`~tether.LeaseConflict`. Since a tool runs
-only after its ``tool-started`` commit succeeded, a worker that lost the run
-cannot start anything more.
+A worker holds a run's lease while it advances it (renewed while it is alive);
+every commit names the lease and the length its writer last saw
+(``expected_seq``), and the store refuses it if the lease changed hands or the
+run moved on, with :class:`~tether.LeaseConflict`. Since a tool runs only after
+its ``tool-started`` commit succeeded, a worker that lost the run cannot start
+anything more.
 
 * Races: ``TETHER_RACES`` runs (default 50) are left as a crash right after
   the model's reply would leave them (calls proposed, none started). Two worker
   processes resume all of them at once; a barrier in their store wrapper makes
-  both load each run before either commits, so every run is a real race.
-  Exactly one worker advances each run; the other gets ``LeaseConflict`` and
-  the oracle shows it executed nothing.
-* Zombie: a worker is SIGSTOPped while its calls hang after their effect; a
-  second worker takes the runs over (the idempotent call is re-run with the
-  same key, the ``once`` call waits for a human); the zombie is SIGCONTed and
-  its late results are refused.
+  both reach each run's lease before either takes it, so every run is a real
+  race. Exactly one worker advances each run; the other gets ``LeaseConflict``
+  and the oracle shows it executed nothing.
+* Zombie: a worker (lease of 3 s) is SIGSTOPped while its calls hang after
+  their effect; once its lease has expired a second worker takes the runs over
+  (the idempotent call is re-run with the same key, the ``once`` call waits for
+  a human); the zombie is SIGCONTed and its late results are refused. While
+  the lease is live, a second worker is refused at once.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def test_a_zombie_worker_cannot_commit_after_a_takeover(
     plans = {f"z{i}": [[["put", {"key": f"k{i}", "value": "v"}], ["send", {"to": f"u{i}", "text": "hi"}]]]
              for i in range(10)}  # fmt: skip
     lab = Lab(tmp_path, store_url(backend, tmp_path, request), plans)
-    zombie = lab.start("--stall", "4")
+    zombie = lab.start("--stall", "8", "--lease-ttl", "3")
     wait_ready(zombie)
     deadline = time.monotonic() + 30
     while sum(r["ev"] == "tool" for r in read_oracle(lab.oracle)) < 2 * len(plans):
@@ -114,6 +116,9 @@ def test_a_zombie_worker_cannot_commit_after_a_takeover(
         time.sleep(0.01)
     os.kill(zombie.pid, signal.SIGSTOP)
     try:
+        early = lab.run("--resume")  # the stalled worker's leases are still live
+        assert {s[:14] for s in early.statuses.values()} == {"lease-conflict"}
+        time.sleep(3.5)  # past its lease
         takeover = lab.run("--resume")
     finally:
         os.kill(zombie.pid, signal.SIGCONT)

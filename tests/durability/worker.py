@@ -2,7 +2,7 @@
 
     python tests/durability/worker.py --store URL --oracle FILE --plans FILE
         [--run-id ID ...] [--resume] [--approve-all]
-        [--model-delay S] [--tool-delay S] [--stall S] [--barrier DIR --parties N]
+        [--model-delay S] [--tool-delay S] [--stall S] [--barrier DIR --parties N] [--lease-ttl S]
 
 Each run follows a *plan* (a list of turns, each a list of ``[tool, args]``)
 written into its task message. The brain (a :class:`~tether.FunctionPolicy`)
@@ -57,6 +57,7 @@ from tether import (
 from tether._crash import crash_point
 from tether.agent import RunResult
 from tether.policy import Move
+from tether.store import Lease
 from tether.stores import RunStore
 
 Plan = list[list[list[Any]]]  # turns -> calls -> [tool name, args]
@@ -183,32 +184,36 @@ EFFECTS = {"lookup": "none", "put": "idempotent", "send": "once", "refund": "onc
 
 
 class TrackedStore:
-    """A store wrapper for the worker: notes started attempts; optional load barrier.
+    """A store wrapper for the worker: notes started attempts; optional lease barrier.
 
-    With a barrier, the first ``load`` of each run waits until ``parties``
-    workers have loaded it, so racing workers resume from the same snapshot.
+    With a barrier, the first ``acquire`` of each run's lease waits until
+    ``parties`` workers have reached it, so racing workers really race for it.
     """
 
     def __init__(self, inner: RunStore, ledger: Ledger, barrier: Path | None = None, parties: int = 2) -> None:
         self.inner, self.ledger, self.barrier, self.parties = inner, ledger, barrier, parties
         self._waited: set[str] = set()
 
-    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
-        seq = await self.inner.append(run_id, events, expected_seq=expected_seq)
+    async def append(
+        self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
+    ) -> int:
+        seq = await self.inner.append(run_id, events, expected_seq=expected_seq, lease=lease)
         self.ledger.note(run_id, events)
         return seq
 
-    async def load(self, run_id: str) -> list[Event]:
-        events = await self.inner.load(run_id)
+    async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
+        await self._wait_for_the_others(run_id)
+        return await self.inner.acquire(run_id, owner, ttl, take_over=take_over)
+
+    async def _wait_for_the_others(self, run_id: str) -> None:
         if self.barrier is not None and run_id not in self._waited:
             self._waited.add(run_id)
             (self.barrier / f"{run_id}.{os.getpid()}").touch()
             deadline = asyncio.get_running_loop().time() + 30
             while len(list(self.barrier.glob(f"{run_id}.*"))) < self.parties:
                 if asyncio.get_running_loop().time() > deadline:
-                    raise TimeoutError(f"the other workers never loaded run {run_id!r}")
+                    raise TimeoutError(f"the other workers never reached run {run_id!r}")
                 await asyncio.sleep(0.001)
-        return events
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -216,10 +221,11 @@ class TrackedStore:
 
 def build_agent(
     store: RunStore | None, oracle: Oracle, ledger: Ledger, *, model_delay: float = 0.0,
-    tool_delay: float = 0.0, stall: float = 0.0,
+    tool_delay: float = 0.0, stall: float = 0.0, lease_ttl: float = 30.0,
 ) -> Agent:  # fmt: skip
     tools = make_tools(oracle, ledger, tool_delay, stall)
-    return Agent(make_brain(oracle, model_delay), tools, store=store, name="durable", max_steps=50)
+    brain = make_brain(oracle, model_delay)
+    return Agent(brain, tools, store=store, name="durable", max_steps=50, lease_ttl=lease_ttl)
 
 
 # -- driving one run -------------------------------------------------------------
@@ -298,7 +304,7 @@ async def record_decisions(store: RunStore, run_id: str, rules: dict[str, str]) 
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from tether.stores._open import open_store
+    from tether.stores import open_store
 
     plans: dict[str, Plan] = json.loads(Path(args.plans).read_text())
     run_ids = args.run_id or list(plans)
@@ -309,8 +315,9 @@ async def main_async(args: argparse.Namespace) -> int:
         print("some runs already exist; pass --resume to continue them", file=sys.stderr)
         return 2
     agent = build_agent(
-        store, oracle, ledger, model_delay=args.model_delay, tool_delay=args.tool_delay, stall=args.stall
-    )
+        store, oracle, ledger, model_delay=args.model_delay, tool_delay=args.tool_delay, stall=args.stall,
+        lease_ttl=args.lease_ttl,
+    )  # fmt: skip
     await store.list_runs(limit=1)  # connected (and migrated) before we say so
     print("ready", flush=True)
     try:
@@ -333,6 +340,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stall", type=float, default=0.0, help="seconds each tool hangs after its effect")
     p.add_argument("--barrier", help="directory for the load barrier of racing workers")
     p.add_argument("--parties", type=int, default=2)
+    p.add_argument("--lease-ttl", type=float, default=30.0, help="seconds a run's lease lasts unless renewed")
     return p.parse_args(argv)
 
 

@@ -271,3 +271,62 @@ async def test_a_one_megabyte_result_round_trips(store: RunStore) -> None:
     await store.append("r", [ev], expected_seq=1)
     loaded = await store.load("r")
     assert loaded[1] == ev and len(loaded[1].result.content) == 1_048_576  # type: ignore[union-attr]
+
+
+# -- leases ------------------------------------------------------------------
+
+
+async def test_a_live_lease_is_refused_to_another_owner_and_renewed_by_its_own(store: RunStore) -> None:
+    first = await store.acquire("r", "worker-a", ttl=30)
+    assert (first.owner, first.token) == ("worker-a", 1)
+    with pytest.raises(LeaseConflict, match="is being advanced by 'worker-a'") as refused:
+        await store.acquire("r", "worker-b", ttl=30)
+    assert refused.value.holder == "worker-a"
+    renewed = await store.acquire("r", "worker-a", ttl=60)
+    assert renewed.token == 1 and renewed.expires_at > first.expires_at
+
+
+async def test_an_expired_or_released_lease_is_taken_over_with_a_higher_token(store: RunStore) -> None:
+    old = await store.acquire("r", "worker-a", ttl=0.05)
+    await asyncio.sleep(0.1)
+    new = await store.acquire("r", "worker-b", ttl=30)
+    assert new.token == old.token + 1
+    await store.release(old)  # not ours any more: a no-op
+    with pytest.raises(LeaseConflict):
+        await store.acquire("r", "worker-c", ttl=30)
+    await store.release(new)
+    assert (await store.acquire("r", "worker-c", ttl=30)).token == new.token + 1
+
+
+async def test_a_live_lease_is_taken_over_from_an_owner_known_to_be_gone(store: RunStore) -> None:
+    await store.acquire("r", "worker-a", ttl=30)
+    with pytest.raises(LeaseConflict):
+        await store.acquire("r", "worker-b", ttl=30, take_over="worker-x")
+    taken = await store.acquire("r", "worker-b", ttl=30, take_over="worker-a")
+    assert (taken.owner, taken.token) == ("worker-b", 2)
+
+
+async def test_an_append_under_a_lease_that_changed_hands_is_refused(store: RunStore) -> None:
+    zombie = await store.acquire("r", "worker-a", ttl=0.05)
+    await store.append("r", [started("r")], expected_seq=0, lease=zombie)
+    await asyncio.sleep(0.1)
+    fresh = await store.acquire("r", "worker-b", ttl=30)
+    with pytest.raises(LeaseConflict):
+        await store.append("r", [marker(1)], expected_seq=1, lease=zombie)
+    assert await store.append("r", [marker(2)], expected_seq=1, lease=fresh) == 2
+    assert await store.append("r", [marker(3)], expected_seq=2) == 3  # an inbox's decision needs no lease
+
+
+async def test_the_run_info_shows_who_holds_the_lease(store: RunStore) -> None:
+    await store.append("r", [started("r")], expected_seq=0)
+    info = await store.get("r")
+    assert info is not None and info.lease_owner is None
+    lease = await store.acquire("r", "worker-a", ttl=30)
+    info = await store.get("r")
+    assert (
+        info is not None
+        and info.lease_owner == "worker-a"
+        and info.lease_expires_at == pytest.approx(lease.expires_at, abs=1)
+    )
+    listed = await store.list_runs()
+    assert [(i.run_id, i.lease_owner) for i in listed] == [("r", "worker-a")]

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from tether import Action, Agent, Context, FunctionPolicy, Invocation, RunStarted, StoreError, Tool, tool
+from tether import Action, Agent, Context, Failed, FunctionPolicy, Invocation, RunStarted, StoreError, Tool, tool
 from tether.events import Event
+from tether.store import Lease
 from tether.stores import RunInfo
 from tether.stores.sqlite import SQLiteStore
 
@@ -121,11 +122,19 @@ class FillBefore:
     def __init__(self, inner: SQLiteStore, n: int, disk: TmpfsDisk) -> None:
         self.inner, self.n, self.disk, self.calls = inner, n, disk, 0
 
-    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
+    async def append(
+        self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
+    ) -> int:
         self.calls += 1
         if self.calls == self.n:
             self.disk.fill()
-        return await self.inner.append(run_id, events, expected_seq=expected_seq)
+        return await self.inner.append(run_id, events, expected_seq=expected_seq, lease=lease)
+
+    async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
+        return await self.inner.acquire(run_id, owner, ttl, take_over=take_over)
+
+    async def release(self, lease: Lease) -> None:
+        await self.inner.release(lease)
 
     async def load(self, run_id: str) -> list[Event]:
         return await self.inner.load(run_id)
@@ -197,9 +206,15 @@ async def test_a_full_disk_at_any_commit_stops_the_run_and_a_resume_completes(di
     inner = SQLiteStore(db)
     disk.attach(inner)
     try:
-        with pytest.raises(StoreError, match="full") as failure:
-            await agent(FillBefore(inner, k, disk), effects).run("go", run_id=run_id)
-        assert "LeaseConflict" not in type(failure.value).__name__
+        if k == 1:  # nothing was written: there is no run to resume, the error is raised
+            with pytest.raises(StoreError, match="full") as failure:
+                await agent(FillBefore(inner, k, disk), effects).run("go", run_id=run_id)
+            assert "LeaseConflict" not in type(failure.value).__name__
+        else:  # the run ends as failed, with a clear message and a resumable state
+            stopped = await agent(FillBefore(inner, k, disk), effects).run("go", run_id=run_id)
+            assert stopped.status == "failed" and stopped.state.status == "failed"
+            assert stopped.error is not None and "run store failed" in stopped.error and "full" in stopped.error
+            assert isinstance(stopped.events[-1], Failed)
         committed = [e.kind for e in await inner.load(run_id)]
         assert committed == TRANSITIONS[: k - 1]  # nothing half-written
         # A tool ran only if its tool-started commit succeeded.

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..events import PERSISTED, Event, from_dict, to_dict
 from ..exceptions import LeaseConflict, StoreError
+from ..store import Lease
 
 
 def encode_events(events: Sequence[Event]) -> list[tuple[str, str]]:
@@ -48,4 +49,15 @@ def conflict(run_id: str, found: int, expected: int) -> LeaseConflict:
     return LeaseConflict(
         f"run {run_id!r} has {found} events, the writer expected {expected}: "
         "another worker advanced it (this writer must stop and reload)"
+    )
+
+
+def held_by(run_id: str, lease: Lease | None, now: float) -> LeaseConflict:
+    """The refusal a worker gets for a run whose lease it does not hold."""
+    if lease is None or lease.expires_at <= now:
+        return LeaseConflict(f"run {run_id!r}: this worker's lease was released or taken over; it must stop")
+    return LeaseConflict(
+        f"run {run_id!r} is being advanced by {lease.owner!r} "
+        f"(lease token {lease.token}, {lease.expires_at - now:.0f} s left); try again after it ends or expires",
+        holder=lease.owner,
     )

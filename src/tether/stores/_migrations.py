@@ -47,6 +47,15 @@ SQLITE_STEPS: tuple[str, ...] = (
         PRIMARY KEY (run_id, seq)
     ) WITHOUT ROWID;
     """,
+    # 2: run leases (who advances a run, until when; token grows on each takeover).
+    """
+    CREATE TABLE leases (
+        run_id     TEXT PRIMARY KEY,
+        owner      TEXT NOT NULL,
+        token      INTEGER NOT NULL,
+        expires_at REAL NOT NULL
+    ) WITHOUT ROWID;
+    """,
 )
 
 # ``{schema}`` is replaced by the quoted schema name.
@@ -68,6 +77,15 @@ POSTGRES_STEPS: tuple[str, ...] = (
         body       jsonb NOT NULL,
         created_at timestamptz NOT NULL,
         PRIMARY KEY (run_id, seq)
+    );
+    """,
+    # 2: run leases; expires_at is the database's clock (epoch seconds), shared by every worker.
+    """
+    CREATE TABLE {schema}.leases (
+        run_id     text PRIMARY KEY,
+        owner      text NOT NULL,
+        token      bigint NOT NULL,
+        expires_at float8 NOT NULL
     );
     """,
 )

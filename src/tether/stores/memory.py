@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 
 from ..events import PERSISTED, Event
 from ..exceptions import LeaseConflict, StoreError
-from . import RunInfo, status_after
+from ..store import Lease, RunInfo
+from . import status_after
+from ._codec import held_by
 
 
 class MemoryStore:
     """Keeps runs in a dict; nothing survives the process.
 
+    >>> import asyncio
     >>> store = MemoryStore()
+    >>> lease = asyncio.run(store.acquire("r1", "worker-a", ttl=30))
+    >>> lease.owner, lease.token
+    ('worker-a', 1)
     """
 
     def __init__(self) -> None:
         self._events: dict[str, list[Event]] = {}
         self._info: dict[str, RunInfo] = {}
+        self._leases: dict[str, Lease] = {}
 
-    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
+    async def append(
+        self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
+    ) -> int:
         for ev in events:
             if ev.kind not in PERSISTED:
                 raise StoreError(f"{ev.kind!r} events are not persisted")
@@ -29,6 +39,9 @@ class MemoryStore:
             raise LeaseConflict(
                 f"run {run_id!r} has {len(log)} events, the writer expected {expected_seq}: another worker advanced it"
             )
+        current = self._leases.get(run_id)
+        if lease is not None and (current is None or (current.owner, current.token) != (lease.owner, lease.token)):
+            raise held_by(run_id, current, time.time())
         if not events:
             return len(log)
         now = time.time()
@@ -44,19 +57,38 @@ class MemoryStore:
         )
         return len(log)
 
+    async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
+        now, current = time.time(), self._leases.get(run_id)
+        if current is not None and current.owner not in (owner, take_over) and current.expires_at > now:
+            raise held_by(run_id, current, now)
+        token = current.token + (current.owner != owner) if current else 1
+        self._leases[run_id] = lease = Lease(run_id, owner, token, now + ttl)
+        return lease
+
+    async def release(self, lease: Lease) -> None:
+        current = self._leases.get(lease.run_id)
+        if current is not None and (current.owner, current.token) == (lease.owner, lease.token):
+            self._leases[lease.run_id] = dataclasses.replace(current, expires_at=0.0)
+
     async def load(self, run_id: str) -> list[Event]:
         return list(self._events.get(run_id, ()))
 
     async def get(self, run_id: str) -> RunInfo | None:
-        return self._info.get(run_id)
+        info = self._info.get(run_id)
+        lease = self._leases.get(run_id)
+        if info is None or lease is None:
+            return info
+        return dataclasses.replace(info, lease_owner=lease.owner, lease_expires_at=lease.expires_at)
 
     async def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         runs = [i for i in self._info.values() if status is None or i.status == status]
-        return sorted(runs, key=lambda i: (i.updated_at, i.run_id), reverse=True)[:limit]
+        ordered = sorted(runs, key=lambda i: (i.updated_at, i.run_id), reverse=True)[:limit]
+        return [await self.get(i.run_id) or i for i in ordered]
 
     async def delete(self, run_id: str) -> None:
         self._events.pop(run_id, None)
         self._info.pop(run_id, None)
+        self._leases.pop(run_id, None)
 
     async def aclose(self) -> None:
         pass

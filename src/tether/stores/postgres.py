@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import Event
 from ..exceptions import LeaseConflict, StoreError, UserError
-from . import RunInfo, status_after
-from ._codec import conflict, decode_event, encode_events
+from ..store import Lease, RunInfo
+from . import status_after
+from ._codec import conflict, decode_event, encode_events, held_by
 from ._migrations import migrate_postgres
 
 if TYPE_CHECKING:
@@ -77,12 +78,16 @@ class PostgresStore:
 
     # -- the RunStore protocol -------------------------------------------
 
-    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
+    async def append(
+        self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
+    ) -> int:
         """Append ``events`` after ``expected_seq`` in one transaction; return the new length."""
         rows = [(kind, _jsonb_text(body)) for kind, body in encode_events(events)]
         new_status = status_after("", events) or None  # None: keep the run's status
         new_seq = expected_seq + len(rows)
         async with self._session(f"append to run {run_id!r}", tx=True, run_id=run_id, expected=expected_seq) as conn:
+            if lease is not None:
+                await self._check_lease(conn, lease)
             if not rows:
                 found = await self._seq(conn, run_id)
                 if found != expected_seq:
@@ -100,6 +105,20 @@ class PostgresStore:
             else:
                 await conn.cursor().executemany(self._sql["insert"], params)  # pipelined
         return new_seq
+
+    async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
+        """Take (or renew) the run's lease for ``ttl`` seconds, on the database's clock."""
+        async with self._session(f"take the lease of run {run_id!r}", tx=True) as conn:
+            cur = await conn.execute(self._sql["acquire"], (run_id, owner, ttl, take_over))
+            row = await cur.fetchone()
+            if row is None:  # a live lease of another owner
+                raise held_by(run_id, await self._lease(conn, run_id), await self._now(conn))
+        return Lease(run_id, owner, int(row[0]), float(row[1]))
+
+    async def release(self, lease: Lease) -> None:
+        """Let the lease expire now, if it is still this one."""
+        async with self._session(f"release the lease of run {lease.run_id!r}") as conn:
+            await conn.execute(self._sql["release"], (lease.run_id, lease.owner, lease.token))
 
     async def load(self, run_id: str) -> list[Event]:
         """Every committed event of the run, in order ([] if unknown)."""
@@ -130,6 +149,7 @@ class PostgresStore:
         async with self._session(f"delete run {run_id!r}", tx=True) as conn:
             await conn.execute(self._sql["delete_events"], (run_id,))
             await conn.execute(self._sql["delete_run"], (run_id,))
+            await conn.execute(self._sql["delete_lease"], (run_id,))
 
     async def aclose(self) -> None:
         """Close the connection; a later call would open a new one."""
@@ -194,6 +214,21 @@ class PostgresStore:
                 await self._drop()  # closing aborts whatever the server was doing for us
                 raise
 
+    async def _check_lease(self, conn: psycopg.AsyncConnection[Any], lease: Lease) -> None:
+        current = await self._lease(conn, lease.run_id, lock=True)
+        if current is None or (current.owner, current.token) != (lease.owner, lease.token):
+            raise held_by(lease.run_id, current, await self._now(conn))
+
+    async def _lease(self, conn: psycopg.AsyncConnection[Any], run_id: str, *, lock: bool = False) -> Lease | None:
+        cur = await conn.execute(self._sql["lease_lock" if lock else "lease"], (run_id,))
+        row = await cur.fetchone()
+        return Lease(run_id, row[0], int(row[1]), float(row[2])) if row else None
+
+    async def _now(self, conn: psycopg.AsyncConnection[Any]) -> float:
+        cur = await conn.execute("SELECT extract(epoch from clock_timestamp())::float8")
+        row = await cur.fetchone()
+        return float(row[0]) if row else 0.0
+
     async def _seq(self, conn: psycopg.AsyncConnection[Any], run_id: str) -> int:
         cur = await conn.execute(self._sql["seq"], (run_id,))
         row = await cur.fetchone()
@@ -210,8 +245,10 @@ def _statements(schema: Any) -> dict[str, Any]:
     def q(text: str) -> Any:
         return sql.SQL(text).format(s=schema)
 
-    times = "extract(epoch from created_at)::float8, extract(epoch from updated_at)::float8"
-    columns = f"run_id, status, seq, {times}"
+    times = "extract(epoch from r.created_at)::float8, extract(epoch from r.updated_at)::float8"
+    columns = f"r.run_id, r.status, r.seq, {times}, l.owner, l.expires_at"
+    runs = "{s}.runs r LEFT JOIN {s}.leases l ON l.run_id = r.run_id"
+    now = "extract(epoch from clock_timestamp())::float8"
     return {
         "create": q(
             "INSERT INTO {s}.runs (run_id, status, seq, created_at, updated_at) "
@@ -226,11 +263,22 @@ def _statements(schema: Any) -> dict[str, Any]:
         ),
         "seq": q("SELECT seq FROM {s}.runs WHERE run_id = %s"),
         "load": q("SELECT seq, body FROM {s}.events WHERE run_id = %s ORDER BY seq"),
-        "get": q(f"SELECT {columns} FROM {{s}}.runs WHERE run_id = %s"),
-        "list": q(f"SELECT {columns} FROM {{s}}.runs ORDER BY updated_at DESC, run_id LIMIT %s"),
+        "get": q(f"SELECT {columns} FROM {runs} WHERE r.run_id = %s"),
+        "list": q(f"SELECT {columns} FROM {runs} ORDER BY r.updated_at DESC, r.run_id LIMIT %s"),
         "list_status": q(
-            f"SELECT {columns} FROM {{s}}.runs WHERE status = %s ORDER BY updated_at DESC, run_id LIMIT %s"
+            f"SELECT {columns} FROM {runs} WHERE r.status = %s ORDER BY r.updated_at DESC, r.run_id LIMIT %s"
         ),
+        # Take a free or expired lease, or renew our own; a live lease of another owner returns no row.
+        "acquire": q(
+            f"INSERT INTO {{s}}.leases AS l (run_id, owner, token, expires_at) VALUES (%s, %s, 1, {now} + %s::float8) "
+            "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at, "
+            "token = l.token + (l.owner <> excluded.owner)::int "
+            f"WHERE l.owner = excluded.owner OR l.expires_at <= {now} OR l.owner = %s RETURNING token, expires_at"
+        ),
+        "release": q("UPDATE {s}.leases SET expires_at = 0 WHERE run_id = %s AND owner = %s AND token = %s"),
+        "lease": q("SELECT owner, token, expires_at FROM {s}.leases WHERE run_id = %s"),
+        "lease_lock": q("SELECT owner, token, expires_at FROM {s}.leases WHERE run_id = %s FOR SHARE"),
+        "delete_lease": q("DELETE FROM {s}.leases WHERE run_id = %s"),
         "delete_events": q("DELETE FROM {s}.events WHERE run_id = %s"),
         "delete_run": q("DELETE FROM {s}.runs WHERE run_id = %s"),
     }

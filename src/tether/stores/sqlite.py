@@ -29,13 +29,18 @@ from typing import Any, Literal
 
 from ..events import Event
 from ..exceptions import StoreError, UserError
-from . import RunInfo, status_after
-from ._codec import conflict, decode_event, encode_events
+from ..store import Lease, RunInfo
+from . import status_after
+from ._codec import conflict, decode_event, encode_events, held_by
 from ._migrations import migrate_sqlite
 
 Durability = Literal["normal", "full"]
 _SYNCHRONOUS = {"normal": 1, "full": 2}
 _RUN_COLUMNS = "run_id, status, seq, created_at, updated_at"
+_INFO = (
+    "SELECT r.run_id, r.status, r.seq, r.created_at, r.updated_at, l.owner, l.expires_at "
+    "FROM runs r LEFT JOIN leases l ON l.run_id = r.run_id"
+)
 
 
 class SQLiteStore:
@@ -86,7 +91,9 @@ class SQLiteStore:
 
     # -- the RunStore protocol -------------------------------------------
 
-    async def append(self, run_id: str, events: Sequence[Event], *, expected_seq: int) -> int:
+    async def append(
+        self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
+    ) -> int:
         """Append ``events`` after ``expected_seq`` in one transaction; return the new length."""
         rows = encode_events(events)
         with self._write(f"append to run {run_id!r}") as conn:
@@ -94,6 +101,10 @@ class SQLiteStore:
             status, seq = row if row else ("running", 0)
             if seq != expected_seq:
                 raise conflict(run_id, seq, expected_seq)
+            if lease is not None:
+                current = _lease(conn, run_id)
+                if current is None or (current.owner, current.token) != (lease.owner, lease.token):
+                    raise held_by(run_id, current, time.time())
             if not rows:
                 return seq
             now = time.time()
@@ -115,6 +126,29 @@ class SQLiteStore:
                 )
         return new_seq
 
+    async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
+        """Take (or renew) the run's lease for ``ttl`` seconds; a live lease of another owner is refused."""
+        with self._write(f"take the lease of run {run_id!r}") as conn:
+            now, current = time.time(), _lease(conn, run_id)
+            if current is not None and current.owner not in (owner, take_over) and current.expires_at > now:
+                raise held_by(run_id, current, now)
+            token = current.token + (current.owner != owner) if current else 1
+            conn.execute(
+                "INSERT INTO leases (run_id, owner, token, expires_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
+                "expires_at = excluded.expires_at",
+                (run_id, owner, token, now + ttl),
+            )
+        return Lease(run_id, owner, token, now + ttl)
+
+    async def release(self, lease: Lease) -> None:
+        """Let the lease expire now, if it is still this one."""
+        with self._write(f"release the lease of run {lease.run_id!r}") as conn:
+            conn.execute(
+                "UPDATE leases SET expires_at = 0 WHERE run_id = ? AND owner = ? AND token = ?",
+                (lease.run_id, lease.owner, lease.token),
+            )
+
     async def load(self, run_id: str) -> list[Event]:
         """Every committed event of the run, in order ([] if unknown)."""
         with self._read(f"load run {run_id!r}") as conn:
@@ -124,17 +158,14 @@ class SQLiteStore:
     async def get(self, run_id: str) -> RunInfo | None:
         """The run's status, length and times, or None if unknown."""
         with self._read(f"get run {run_id!r}") as conn:
-            row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = conn.execute(f"{_INFO} WHERE r.run_id = ?", (run_id,)).fetchone()
         return RunInfo(*row) if row else None
 
     async def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
         """Runs, most recently updated first, optionally only those with ``status``."""
-        where, params = ("WHERE status = ?", (status, limit)) if status else ("", (limit,))
+        where, params = ("WHERE r.status = ?", (status, limit)) if status else ("", (limit,))
         with self._read("list runs") as conn:
-            rows = conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs {where} ORDER BY updated_at DESC, run_id LIMIT ?",
-                params,
-            ).fetchall()
+            rows = conn.execute(f"{_INFO} {where} ORDER BY r.updated_at DESC, r.run_id LIMIT ?", params).fetchall()
         return [RunInfo(*row) for row in rows]
 
     async def delete(self, run_id: str) -> None:
@@ -142,6 +173,7 @@ class SQLiteStore:
         with self._write(f"delete run {run_id!r}") as conn:
             conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM leases WHERE run_id = ?", (run_id,))
 
     async def aclose(self) -> None:
         self.close()
@@ -202,6 +234,11 @@ class SQLiteStore:
             yield
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"SQLite store {self.path!r} could not {what}: {exc}") from exc
+
+
+def _lease(conn: sqlite3.Connection, run_id: str) -> Lease | None:
+    row = conn.execute("SELECT owner, token, expires_at FROM leases WHERE run_id = ?", (run_id,)).fetchone()
+    return Lease(run_id, *row) if row else None
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
