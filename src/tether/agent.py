@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +139,7 @@ class Agent:
         context: Context | None = None,
         run_id: str | None = None,
         cancel: asyncio.Event | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Event]:
         """Run the loop, yielding each event as it happens.
 
@@ -146,8 +147,10 @@ class Agent:
         :class:`RunState` to resume. With only ``run_id``, the run is loaded
         from the agent's store and resumed. Setting ``cancel`` ends the run at
         the next step with a ``cancelled`` event, cancelling running tools.
+        ``meta`` labels a new run (kept in its ``run-started`` event; never put
+        secrets there).
         """
-        return Run(self, input, context, run_id, cancel).events()
+        return Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta).events()
 
     async def run(
         self,
@@ -156,9 +159,10 @@ class Agent:
         context: Context | None = None,
         run_id: str | None = None,
         cancel: asyncio.Event | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> RunResult:
         """Run to the end (or a pause) and return the :class:`RunResult`."""
-        run = Run(self, input, context, run_id, cancel)
+        run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta)
         events = [ev async for ev in run.events()]
         return RunResult.of(run, events)
 
@@ -168,6 +172,7 @@ class Agent:
         *,
         context: Context | None = None,
         run_id: str | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> RunResult:
         """:meth:`run` for synchronous code (starts its own event loop).
 
@@ -176,7 +181,7 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, context=context, run_id=run_id))
+            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta))
         raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
 
     def as_tool(self, name: str | None = None, description: str | None = None, **contract: Any) -> Tool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
 from .exceptions import StateError
@@ -73,7 +73,9 @@ class RunStarted:
     """A run began (or resumed); ``messages`` are the notes added at its start.
 
     ``fingerprint`` identifies the agent's tool definitions, so that resuming
-    against changed tools fails loudly.
+    against changed tools fails loudly; ``agent`` is the name of the agent that
+    drives the run from here (a worker looks it up to resume the run), and
+    ``meta`` holds labels the caller gave the run (never secrets).
     """
 
     kind: ClassVar[Literal["run-started"]] = "run-started"
@@ -81,6 +83,8 @@ class RunStarted:
     messages: tuple[Message, ...] = ()
     resumed: bool = False
     fingerprint: str = ""
+    agent: str = ""
+    meta: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

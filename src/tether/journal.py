@@ -90,6 +90,8 @@ class Journal:
     def __init__(self) -> None:
         self.run_id = ""
         self.fingerprint = ""
+        self.agent = ""  # the name of the agent driving the run
+        self.meta: dict[str, str] = {}  # the labels the run was started with
         self.seq = 0
         self.steps = 0
         self.tool_calls = 0
@@ -142,6 +144,9 @@ class Journal:
         self._write_results()  # a resumed run goes on from what was written before it stopped
         self.run_id = ev.run_id
         self.fingerprint = ev.fingerprint or self.fingerprint
+        self.agent = ev.agent or self.agent
+        if not ev.resumed:
+            self.meta = dict(ev.meta)
         self.context = self.context.add(*ev.messages)
 
     def _model_replied(self, ev: ModelReplied) -> None:

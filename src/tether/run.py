@@ -21,7 +21,7 @@ import inspect
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 from ._crash import crash_around
@@ -70,6 +70,7 @@ Input = str | Message | RunState | None
 class Settings(Protocol):
     """What the loop reads from the agent it runs (an :class:`~tether.agent.Agent`)."""
 
+    name: str
     policy: Policy
     tools: dict[str, Tool]
     tool_list: tuple[Tool, ...]
@@ -90,11 +91,19 @@ class Run:
     """One run of an agent: its journal, its store, its budgets, and the loop."""
 
     def __init__(
-        self, agent: Settings, input: Input, context: Context | None, run_id: str | None, cancel: asyncio.Event | None
+        self,
+        agent: Settings,
+        input: Input,
+        *,
+        context: Context | None = None,
+        run_id: str | None = None,
+        cancel: asyncio.Event | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> None:
         self.agent = agent
         self.input, self.prior, self.run_id = input, context, run_id
         self.cancel = cancel
+        self.meta = _labels(meta)
         self.store = agent.store
         self.journal = Journal()
         self.ended = False
@@ -182,14 +191,15 @@ class Run:
         notes.append(input if isinstance(input, Message) else Message.user(str(input)))
         if self.run_id and self.store is not None and await self.store.get(self.run_id) is not None:
             raise UserError(f"run {self.run_id!r} already exists in the store; resume it with run_id= alone")
-        return RunStarted(self.run_id or uuid.uuid4().hex, tuple(notes), False, self.agent.fingerprint)
+        run_id = self.run_id or uuid.uuid4().hex
+        return RunStarted(run_id, tuple(notes), False, self.agent.fingerprint, self.agent.name, self.meta)
 
     async def _resume(self, state: RunState) -> list[Event]:
         self._check_resumable(state, trusted=False)
         if self.store is not None:
             await self._check_against_store(state)
         self.journal = Journal.from_state(state)
-        resumed = RunStarted(state.run_id, (), True, self.agent.fingerprint)
+        resumed = RunStarted(state.run_id, (), True, self.agent.fingerprint, self.agent.name)
         return [resumed, *(ApprovalDecided(d) for d in state.decisions)]
 
     async def _load(self) -> list[Event]:
@@ -204,7 +214,7 @@ class Run:
             raise StateError(f"run {self.run_id!r} was cancelled for good and cannot be resumed")
         self._check_resumable(journal.snapshot(), trusted=True)
         self.journal = journal  # a store's journal already holds its decisions
-        return [RunStarted(journal.run_id, (), True, self.agent.fingerprint)]
+        return [RunStarted(journal.run_id, (), True, self.agent.fingerprint, self.agent.name)]
 
     def _check_resumable(self, state: RunState, *, trusted: bool) -> None:
         if state.fingerprint != self.agent.fingerprint:
@@ -534,6 +544,13 @@ class _CancelRequested(Exception):
 
 class _StoreDown(Exception):
     """The store refused a commit: the run stops where its store says it is."""
+
+
+def _labels(meta: Mapping[str, str] | None) -> dict[str, str]:
+    labels = dict(meta or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        raise UserError(f"meta must map strings to strings, got {labels!r}")
+    return labels
 
 
 _LIVE: set[str] = set()  # lease owners of the runs this process is advancing now
