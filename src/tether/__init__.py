@@ -23,6 +23,7 @@ from .events import (
     LimitReached,
     ModelReplied,
     Paused,
+    QuestionAsked,
     RunStarted,
     Token,
     ToolFinished,
@@ -46,7 +47,7 @@ from .messages import Message, ToolCall, Usage
 from .policy import Action, FunctionPolicy, Policy
 from .state import Decision, PendingCall, RunState
 from .store import RunInfo, RunStore, record_decisions
-from .tools import Invocation, Tool, tool
+from .tools import Invocation, Tool, ask_human, tool
 
 __version__ = "0.1.0"
 
@@ -55,6 +56,7 @@ __all__ = [
     "Agent",
     "ApprovalDecided",
     "ApprovalRequested",
+    "ask_human",
     "Cancelled",
     "Compacted",
     "Context",
@@ -73,6 +75,7 @@ __all__ = [
     "PendingCall",
     "Policy",
     "ProviderError",
+    "QuestionAsked",
     "record_decisions",
     "replay",
     "RunInfo",

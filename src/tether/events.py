@@ -41,6 +41,7 @@ __all__ = [
     "ModelReplied",
     "PauseReason",
     "Paused",
+    "QuestionAsked",
     "RunStarted",
     "Token",
     "ToolFinished",
@@ -56,6 +57,7 @@ Kind = Literal[
     "tool-started",
     "tool-finished",
     "approval-requested",
+    "question-asked",
     "approval-decided",
     "paused",
     "compacted",
@@ -65,7 +67,7 @@ Kind = Literal[
     "limit-reached",
 ]
 ErrorKind = Literal["unknown-tool", "bad-json", "invalid-arguments", "raised", "timeout", "denied", "skipped"]
-PauseReason = Literal["approval", "outcome-unknown"]
+PauseReason = Literal["approval", "outcome-unknown", "question"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +141,19 @@ class ApprovalRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class QuestionAsked:
+    """A question tool waits for a person's answer; ``args_hash`` binds the answer to this question."""
+
+    kind: ClassVar[Literal["question-asked"]] = "question-asked"
+    call: ToolCall
+    args_hash: str
+    question: str
+
+
+@dataclass(frozen=True, slots=True)
 class ApprovalDecided:
-    """A human decision for one call, committed before it takes effect."""
+    """A human decision for one call (an approval, a denial, a retry, a skip, an answer), committed
+    before it takes effect."""
 
     kind: ClassVar[Literal["approval-decided"]] = "approval-decided"
     decision: Decision
@@ -150,8 +163,10 @@ class ApprovalDecided:
 class Paused:
     """The run stopped to wait for people; ``state`` resumes it.
 
-    ``reason`` is ``"approval"`` or ``"outcome-unknown"`` (a ``once`` tool was
-    interrupted and a human must retry or skip it).
+    ``reason`` is ``"approval"``, ``"question"`` (a question tool waits for an
+    answer) or ``"outcome-unknown"`` (a ``once`` tool was interrupted and a
+    human must retry or skip it); the state's pending calls say which item is
+    which.
     """
 
     kind: ClassVar[Literal["paused"]] = "paused"
@@ -214,6 +229,7 @@ Event = (
     | ToolStarted
     | ToolFinished
     | ApprovalRequested
+    | QuestionAsked
     | ApprovalDecided
     | Paused
     | Compacted

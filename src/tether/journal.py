@@ -38,6 +38,7 @@ from .events import (
     ModelReplied,
     Paused,
     PauseReason,
+    QuestionAsked,
     RunStarted,
     ToolFinished,
     ToolStarted,
@@ -182,6 +183,11 @@ class Journal:
         if p is not None and p.status == "proposed":
             self.pending[ev.call.id] = replace(p, status="awaiting-approval", note=ev.note)
 
+    def _question_asked(self, ev: QuestionAsked) -> None:
+        p = self.pending.get(ev.call.id)
+        if p is not None and p.status == "proposed":
+            self.pending[ev.call.id] = replace(p, status="awaiting-answer")
+
     def _approval_decided(self, ev: ApprovalDecided) -> None:
         self.decisions[ev.decision.call_id] = ev.decision
 
@@ -232,6 +238,7 @@ _FOLDS: dict[str, Callable[[Journal, Any], None]] = {
     "tool-started": Journal._tool_started,
     "tool-finished": Journal._tool_finished,
     "approval-requested": Journal._approval_requested,
+    "question-asked": Journal._question_asked,
     "approval-decided": Journal._approval_decided,
     "compacted": Journal._compacted,
     "paused": Journal._paused,

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import json
 import os
 import socket
 import uuid
@@ -40,6 +41,7 @@ from .events import (
     ModelReplied,
     Paused,
     PauseReason,
+    QuestionAsked,
     RunStarted,
     Token,
     ToolFinished,
@@ -413,10 +415,15 @@ class Run:
     async def _pause(self, waits: list[Wait]) -> list[Event]:
         out = []
         for w in waits:
-            if w.reason == "approval" and self.journal.pending[w.call.id].status == "proposed":
+            if self.journal.pending[w.call.id].status != "proposed":
+                continue  # asked before this pause
+            if w.reason == "approval":
                 out.append(await self.commit(ApprovalRequested(w.call, args_hash(w.call.arguments), w.note)))
-        unknown = any(w.reason == "outcome-unknown" for w in waits)
-        reason: PauseReason = "outcome-unknown" if unknown else "approval"
+            elif w.reason == "question":
+                asked = QuestionAsked(w.call, args_hash(w.call.arguments), _question_text(w.call))
+                out.append(await self.commit(asked))
+        reasons = {w.reason for w in waits}
+        reason: PauseReason = next(r for r in ("outcome-unknown", "approval", "question") if r in reasons)
         state = self.journal.snapshot(pausing=reason)
         if self.agent.signing_key:
             state = state.sign(self.agent.signing_key)
@@ -544,6 +551,14 @@ class _CancelRequested(Exception):
 
 class _StoreDown(Exception):
     """The store refused a commit: the run stops where its store says it is."""
+
+
+def _question_text(call: ToolCall) -> str:
+    try:
+        args = json.loads(call.arguments)
+    except ValueError:
+        return call.arguments
+    return str(args.get("question", call.arguments)) if isinstance(args, dict) else call.arguments
 
 
 def _labels(meta: Mapping[str, str] | None) -> dict[str, str]:

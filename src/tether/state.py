@@ -44,8 +44,8 @@ MAX_STATE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 100
 """How deeply a state's JSON may nest (tool arguments included)."""
 Status = Literal["running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"]
-CallStatus = Literal["proposed", "awaiting-approval", "started"]
-Verdict = Literal["approve", "deny", "retry", "skip"]
+CallStatus = Literal["proposed", "awaiting-approval", "awaiting-answer", "started"]
+Verdict = Literal["approve", "deny", "retry", "skip", "answer"]
 
 
 def canonical_json(value: Any) -> str:
@@ -111,8 +111,10 @@ def _mac(key: bytes, payload: Any) -> str:
 
 
 def verdicts_for(status: CallStatus) -> tuple[Verdict, ...]:
-    """The verdicts that fit a call: retry/skip once it started, approve/deny before."""
-    return ("retry", "skip") if status == "started" else ("approve", "deny")
+    """The verdicts that fit a call: retry/skip once it started, answer a question, approve/deny the rest."""
+    if status == "started":
+        return ("retry", "skip")
+    return ("answer",) if status == "awaiting-answer" else ("approve", "deny")
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +169,7 @@ class Decision:
     by: str = ""
     expires_at: float | None = None
     signature: str = ""
+    answer: Any = None  # a question's answer: text or JSON
 
     def _payload(self) -> dict[str, Any]:
         data = self.to_dict()
@@ -186,13 +189,16 @@ class Decision:
             raise StateError(f"decision for call {self.call_id!r} has expired")
 
     def to_dict(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in _DECISION_KEYS_ORDERED}
+        data = {f: getattr(self, f) for f in _DECISION_KEYS_ORDERED}
+        if self.answer is None:  # kept out of decisions that are not answers (older readers know none)
+            del data["answer"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> Decision:
         try:
             check_keys(data, _DECISION_KEYS, "decision")
-            if missing := _DECISION_KEYS - set(data):
+            if missing := _DECISION_KEYS - set(data) - {"answer"}:
                 raise ValueError(f"missing field(s) {sorted(missing)}")
             args = data["args"]
             if args is not None and not isinstance(args, dict):
@@ -208,6 +214,7 @@ class Decision:
                 by=_typed(data, "by", str),
                 expires_at=_expiry(data["expires_at"]),
                 signature=_typed(data, "signature", str),
+                answer=data.get("answer"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"malformed decision: {exc}") from None
@@ -283,6 +290,14 @@ class RunState:
         """Deny a call; ``message`` becomes the call's result, for the model to read."""
         return self._decide(call_id, "deny", message=message, by=by, key=key, ttl=ttl)
 
+    def answer(
+        self, call_id: str, answer: Any, *, by: str = "", key: bytes | None = None, ttl: float | None = None
+    ) -> RunState:
+        """Answer a question (text, or JSON that fits the question's answer schema); it becomes the result."""
+        if answer is None:
+            raise StateError("an answer cannot be None")
+        return self._decide(call_id, "answer", answer=answer, by=by, key=key, ttl=ttl)
+
     def retry(self, call_id: str, *, by: str = "", key: bytes | None = None) -> RunState:
         """Run again a ``once`` call whose outcome is unknown after a crash."""
         return self._decide(call_id, "retry", by=by, key=key)
@@ -301,6 +316,7 @@ class RunState:
         by: str = "",
         key: bytes | None = None,
         ttl: float | None = None,
+        answer: Any = None,
     ) -> RunState:
         p = self.pending_call(call_id)
         wanted = verdicts_for(p.status)
@@ -316,6 +332,7 @@ class RunState:
             message=message,
             by=by,
             expires_at=time.time() + ttl if ttl is not None else None,
+            answer=answer,
         )
         if key is not None:
             d = d.sign(key)

@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclass_replace
 from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
 
 if TYPE_CHECKING:
@@ -88,6 +89,8 @@ class Tool:
     timeout: float | None = None
     validator: type[pydantic.BaseModel] | None = field(default=None, repr=False)
     inject: str | None = field(default=None, repr=False)  # name of the Invocation parameter
+    answer: dict[str, Any] | None = None  # set: a question for a person, this is the answer's JSON Schema
+    answer_validator: Any = field(default=None, repr=False)  # a pydantic TypeAdapter of the answer
 
     def __post_init__(self) -> None:
         from .exceptions import UserError
@@ -106,8 +109,28 @@ class Tool:
     def fingerprint(self) -> str:
         """A hash of everything about this tool that a paused run relies on."""
         gate = "callable" if callable(self.approval) else bool(self.approval)
-        blob = json.dumps([self.definition(), self.terminal, gate, self.effect], sort_keys=True, separators=(",", ":"))
+        parts = [self.definition(), self.terminal, gate, self.effect]
+        if self.answer is not None:
+            parts.append({"answer": self.answer})
+        blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def is_question(self) -> bool:
+        """Whether this tool asks a person instead of running (see :func:`ask_human`)."""
+        return self.answer is not None
+
+    def check_answer(self, value: Any) -> Any:
+        """A person's answer, validated against :attr:`answer` (``ArgumentsInvalid`` if it does not fit)."""
+        if self.answer_validator is None:
+            return value
+        import pydantic
+
+        try:
+            return self.answer_validator.validate_python(value)
+        except pydantic.ValidationError as exc:
+            errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in exc.errors())
+            raise ArgumentsInvalid(f"the answer to {self.name!r} does not fit its schema: {errors}") from None
 
     def needs_approval(self, args: dict[str, Any], context: Context) -> bool:
         """Whether this call must wait for a human decision."""
@@ -335,3 +358,42 @@ def result_text(value: Any) -> str:
     import pydantic_core
 
     return pydantic_core.to_json(value, fallback=str).decode()
+
+
+def ask_human(
+    name: str = "ask_human",
+    description: str = (
+        "Ask a person a question and wait for the answer. Use it when you need a fact, a choice "
+        "or a confirmation that only a person can give."
+    ),
+    *,
+    answer: Any = str,
+) -> Tool:
+    """A tool that asks a person: the run pauses with a *question* item and the answer becomes the result.
+
+    ``answer`` is the type of the answer (``str`` by default; a pydantic model,
+    a dataclass, a ``Literal`` ...); an answer that does not fit is refused when
+    the run resumes. The question is bound to its call and exact text, like an
+    approval, and is journaled and resumable.
+
+    >>> from tether import Action, Agent, RunState
+    >>> from tether.testing import ScriptedModel
+    >>> agent = Agent(ScriptedModel([Action("ask_human", {"question": "Which size?"}), "Ordered."]), [ask_human()])
+    >>> paused = agent.run_sync("order a shirt")
+    >>> paused.pending[0].status, paused.pending[0].call.arguments
+    ('awaiting-answer', '{"question": "Which size?"}')
+    >>> done = agent.run_sync(paused.state.answer(paused.pending[0].call.id, "large"))
+    >>> done.context[-2].content, done.output
+    ('large', 'Ordered.')
+    """
+    import pydantic
+
+    def ask(question: str) -> str:
+        raise RuntimeError("a question tool never runs: the loop waits for a person's answer")
+
+    ask.__doc__ = f"{description}\n\nArgs:\n    question: the question, in plain words, for a person to answer."
+    made = tool(name=name, effect="none")(ask)
+    adapter = pydantic.TypeAdapter(answer)
+    schema = adapter.json_schema()
+    _strip_titles(schema)
+    return dataclass_replace(made, answer=schema, answer_validator=adapter)

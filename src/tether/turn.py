@@ -7,8 +7,8 @@ it says exactly one of three things:
 * :class:`Execute`: run the tool now with these validated arguments;
 * :class:`Note`: do not run it; this result goes into the notebook (an unknown
   tool, arguments that are not JSON or fail validation, a denial, a skip);
-* :class:`Wait`: a human must decide first (an approval, or a ``once`` call
-  whose outcome is unknown after a crash).
+* :class:`Wait`: a human must decide first (an approval, an answer to a
+  question tool, or a ``once`` call whose outcome is unknown after a crash).
 
 >>> from tether.tools import tool
 >>> from tether.state import PendingCall
@@ -58,7 +58,7 @@ class Execute:
 
 @dataclass(frozen=True, slots=True)
 class Note:
-    """Do not run the call; ``event`` is the result the model reads."""
+    """Do not run the call; ``event`` is the result the model reads (an error, or a person's answer)."""
 
     event: ToolFinished
 
@@ -68,7 +68,7 @@ class Wait:
     """A human must decide on ``call`` first; ``note`` says why when it is not the plain case."""
 
     call: ToolCall
-    reason: Literal["approval", "outcome-unknown"]
+    reason: Literal["approval", "outcome-unknown", "question"]
     note: str = ""
 
 
@@ -87,6 +87,8 @@ def plan(open: PendingCall, tools: Mapping[str, Tool], decision: Decision | None
         return parsed
     args = parsed
     attempt = open.attempts + 1
+    if tool.is_question:
+        return _answered(call, tool, decision)
     if open.status == "started":
         return _interrupted(call, tool, args, attempt, decision)
     # A call asked about once stays gated: the gates of the agent that resumes it cannot waive it.
@@ -100,6 +102,18 @@ def plan(open: PendingCall, tools: Mapping[str, Tool], decision: Decision | None
     if decision.args is None:
         return Execute(call, tool, args, attempt)
     return _edited(call, tool, decision.args, attempt)
+
+
+def _answered(call: ToolCall, tool: Tool, decision: Decision | None) -> Step:
+    """A question: wait for its answer, which then is the call's result (no function runs)."""
+    if decision is None or decision.verdict != "answer":
+        return Wait(call, "question")
+    try:
+        value = tool.check_answer(decision.answer)
+    except ArgumentsInvalid as exc:
+        raise StateError(f"the answer for call {call.id!r} is invalid: {exc}") from None
+    text = value if isinstance(value, str) else json.dumps(decision.answer, sort_keys=True, ensure_ascii=False)
+    return Note(ToolFinished(Message.tool_result(call.id, text, name=call.name)))
 
 
 def _ask_gate(gate: Gate, tool: Tool, args: dict[str, Any]) -> tuple[bool, str]:

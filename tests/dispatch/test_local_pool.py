@@ -64,6 +64,7 @@ async def test_closing_the_pool_leaves_every_run_resumable() -> None:
     pool.start()
     await pool.submit("r1", "a")
     await pool.submit("r2", "a")
+
     async def started() -> int:
         return sum([(await store.load(r))[-1].kind == "tool-started" for r in ("r1", "r2")])
 
