@@ -8,7 +8,9 @@ event is a frozen dataclass with a ``kind`` tag; :func:`to_dict` and
 so a stored event that the loop would refuse is refused when it is read.
 
 ``token`` events are streamed text, never persisted (:data:`PERSISTED` says which
-kinds are). Folding committed events into a run's state is :mod:`tether.journal`.
+kinds are). Every committed event carries ``at``, the time it was committed
+(epoch seconds; ``0.0`` on an event that was never committed); it is not part
+of an event's equality. Folding committed events into a run's state is :mod:`tether.journal`.
 
 >>> to_dict(Finished("done"))["kind"]
 'finished'
@@ -87,6 +89,7 @@ class RunStarted:
     fingerprint: str = ""
     agent: str = ""
     meta: dict[str, str] = field(default_factory=dict)
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,7 @@ class Token:
 
     kind: ClassVar[Literal["token"]] = "token"
     text: str
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,7 @@ class ModelReplied:
 
     kind: ClassVar[Literal["model-replied"]] = "model-replied"
     message: Message
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +117,7 @@ class ToolStarted:
     kind: ClassVar[Literal["tool-started"]] = "tool-started"
     call: ToolCall
     attempt: int = 1
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +127,7 @@ class ToolFinished:
     kind: ClassVar[Literal["tool-finished"]] = "tool-finished"
     result: Message
     error: ErrorKind | None = None
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
     @property
     def call_id(self) -> str:
@@ -138,6 +145,7 @@ class ApprovalRequested:
     call: ToolCall
     args_hash: str
     note: str = ""
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +156,7 @@ class QuestionAsked:
     call: ToolCall
     args_hash: str
     question: str
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +166,7 @@ class ApprovalDecided:
 
     kind: ClassVar[Literal["approval-decided"]] = "approval-decided"
     decision: Decision
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +183,7 @@ class Paused:
     reason: PauseReason
     call_ids: tuple[str, ...]
     state: RunState
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +192,7 @@ class Compacted:
 
     kind: ClassVar[Literal["compacted"]] = "compacted"
     messages: tuple[Message, ...]
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +202,7 @@ class Finished:
     kind: ClassVar[Literal["finished"]] = "finished"
     output: str
     usage: Usage = Usage()
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +212,7 @@ class Failed:
     kind: ClassVar[Literal["failed"]] = "failed"
     error: str
     error_type: str = ""
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +225,7 @@ class Cancelled:
     kind: ClassVar[Literal["cancelled"]] = "cancelled"
     reason: str = ""
     final: bool = False  # a person ended the run for good: it cannot be resumed
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +235,7 @@ class LimitReached:
     kind: ClassVar[Literal["limit-reached"]] = "limit-reached"
     limit: str
     value: float
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
 Event = (

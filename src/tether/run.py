@@ -21,6 +21,7 @@ import inspect
 import json
 import os
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
@@ -294,7 +295,9 @@ class Run:
     # -- commit: the one durability rule -----------------------------------
 
     async def commit(self, ev: Event) -> Event:
-        """Write ``ev`` to the store (if any), then fold it into the journal."""
+        """Stamp ``ev`` with the time, write it to the store (if any), then fold it into the journal."""
+        if not ev.at:  # the loop made it a moment ago and nobody has seen it yet
+            object.__setattr__(ev, "at", time.time())
         crash_around("before", ev.kind)
         async with self.lock:
             if self.store is not None:

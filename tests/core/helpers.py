@@ -21,6 +21,7 @@ def compact(events: tuple[Event, ...] | list[Event]) -> list[Any]:
         d.pop("run_id", None)
         d.pop("fingerprint", None)
         d.pop("state", None)
+        d.pop("at", None)
         if kind == "model-replied":
             m = d["message"]
             d = {

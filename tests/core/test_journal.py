@@ -159,3 +159,17 @@ def test_folding_all_events_at_once_equals_folding_them_one_by_one(turns: list[l
     assert stepwise.snapshot() == state_of(events) == res.state
     assert replay(events) == res.context
     assert state_of([from_dict(to_dict(e)) for e in events]) == res.state  # the same after a JSON round trip
+
+
+def test_every_committed_event_carries_the_time_it_was_committed_and_the_store_keeps_it() -> None:
+    import time
+
+    store = MemoryStore()
+    before = time.time()
+    result = Agent(ScriptedModel([Action("read", {"key": "k"}), "done"]), [read], store=store).run_sync(
+        "go", run_id="r"
+    )
+    stamps = [e.at for e in result.events]
+    assert all(before <= t <= time.time() for t in stamps) and stamps == sorted(stamps)
+    loaded = [from_dict(to_dict(e)) for e in asyncio.run(store.load("r"))]
+    assert [e.at for e in loaded] == stamps
