@@ -10,6 +10,7 @@ the run's :mod:`~tether.events` as they happen, :meth:`Agent.run` and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,8 +51,8 @@ class RunResult:
 
     @property
     def pending(self) -> tuple[PendingCall, ...]:
-        """Calls waiting for a human decision (when paused)."""
-        return self.state.pending
+        """Every item waiting for a person (when paused), in child runs too, each with its path."""
+        return self.state.items()
 
     @classmethod
     def of(cls, run: Run, events: list[Event]) -> RunResult:
@@ -63,7 +64,7 @@ class RunResult:
             output=last.output if isinstance(last, Finished) else None,
             context=run.journal.context,
             state=state,
-            usage=run.journal.usage,
+            usage=state.total_usage,
             events=tuple(events),
             limit=run.limit,
             error=last.error if isinstance(last, Failed) else None,
@@ -185,10 +186,28 @@ class Agent:
         raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
 
     def as_tool(self, name: str | None = None, description: str | None = None, **contract: Any) -> Tool:
-        """This agent as a tool another agent can call with a ``task`` string."""
+        """This agent as a tool another agent can call with a ``task`` string.
+
+        Called by another agent's run, it runs as a **child run**: journaled in
+        the parent's store (in memory with the parent when it has none) under the
+        id ``<parent run id>/<call id>``, its events shown in the parent's stream
+        as ``child`` events, its pauses pausing the parent (every open item of the
+        tree listed with its path), its budgets bounded by what the parent has
+        left, its usage added to the parent's. A restart resumes the same child,
+        never a second one.
+
+        >>> from tether import Action
+        >>> from tether.testing import ScriptedModel
+        >>> billing = Agent(ScriptedModel(["Refunded $79."]), name="billing")
+        >>> support = Agent(ScriptedModel([Action("billing", {"task": "refund A1"}), "Done: refunded."]),
+        ...                 [billing.as_tool(description="Ask billing.")], name="support")
+        >>> result = support.run_sync("refund A1 please")
+        >>> result.context[-2].content, result.output
+        ('Refunded $79.', 'Done: refunded.')
+        """
 
         async def delegate(task: str) -> str:
-            result = await self.run(task)
+            result = await self.run(task)  # used only when called outside a run
             if result.status != "finished":
                 raise RuntimeError(f"sub-agent {self.name!r} stopped with status {result.status!r}")
             return result.output or ""
@@ -197,8 +216,10 @@ class Agent:
             f"{description or f'Ask the {self.name} agent to do a task.'}\n\n"
             "Args:\n    task: what the agent should do, in plain words."
         )
-        contract.setdefault("effect", "once")
-        return tool(name=name or self.name, **contract)(delegate)
+        # Re-running it after a crash resumes the same child run (its own journal settles its effects).
+        contract.setdefault("effect", "idempotent")
+        made = tool(name=name or self.name, **contract)(delegate)
+        return dataclasses.replace(made, agent=self)
 
 
 def _check_limits(steps: Any, tool_calls: Any, tokens: Any, seconds: Any) -> None:
