@@ -99,6 +99,8 @@ class Agent:
         approver: Approver | None = None,
         compactor: Callable[[Context], Context] | None = None,
         lease_ttl: float = 30.0,
+        handoffs: Sequence[Agent] = (),
+        description: str | None = None,
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
@@ -118,6 +120,9 @@ class Agent:
         self.tool_list = tuple(self.tools.values())
         self.instructions = instructions
         self.name = name
+        self.description = description
+        self.handoffs: tuple[Agent, ...] = ()
+        self.hand_off_to(*handoffs)
         self.max_steps = max_steps
         self.max_tool_calls = max_tool_calls
         self.max_tokens = max_tokens
@@ -127,9 +132,56 @@ class Agent:
         self.approver = approver
         self.compactor = compactor
         self.lease_ttl = float(lease_ttl)
-        self.fingerprint = hashlib.sha256(
-            ",".join(sorted(f"{t.name}:{t.fingerprint()}" for t in self.tool_list)).encode()
-        ).hexdigest()[:16]
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the tool definitions of this agent and of every agent it can hand off to."""
+        seen: dict[str, Agent] = {}
+        todo: list[Agent] = [self]
+        while todo:
+            agent = todo.pop()
+            if agent.name not in seen:
+                seen[agent.name] = agent
+                todo.extend(agent.handoffs)
+        parts = [
+            f"{name}/{t.name}:{t.fingerprint()}" if name != self.name else f"{t.name}:{t.fingerprint()}"
+            for name, agent in seen.items()
+            for t in agent.tool_list
+        ]
+        return hashlib.sha256(",".join(sorted(parts)).encode()).hexdigest()[:16]
+
+    def hand_off_to(self, *agents: Agent) -> None:
+        """Let this agent hand the run over to ``agents`` (``transfer_to_<name>`` tools).
+
+        A transfer switches which agent drives the same run: same notebook (the
+        new agent's instructions are added as a system note), same journal and
+        budgets; a paused run resumes with the agent that was driving it. Use
+        this method for handoffs that go both ways (``billing.hand_off_to(support)``).
+        """
+        for agent in agents:
+            if not isinstance(agent, Agent):
+                raise UserError(f"handoffs must be Agent values, got {agent!r}")
+            if any(a.name == agent.name for a in self.handoffs) or agent.name == self.name:
+                raise UserError(f"agent {self.name!r} already hands off to an agent named {agent.name!r}")
+            transfer = _transfer_tool(agent)
+            if transfer.name in self.tools:
+                raise UserError(f"agent {self.name!r} already has a tool named {transfer.name!r}")
+            self.tools[transfer.name] = transfer
+            self.handoffs = (*self.handoffs, agent)
+        self.tool_list = tuple(self.tools.values())
+
+    def reachable(self, name: str) -> Agent | None:
+        """The agent named ``name`` among this one and those it can hand off to, directly or not."""
+        seen: set[int] = set()
+        todo: list[Agent] = [self]
+        while todo:
+            agent = todo.pop()
+            if agent.name == name:
+                return agent
+            if id(agent) not in seen:
+                seen.add(id(agent))
+                todo.extend(agent.handoffs)
+        return None
 
     # -- entry points ------------------------------------------------------
 
@@ -220,6 +272,20 @@ class Agent:
         contract.setdefault("effect", "idempotent")
         made = tool(name=name or self.name, **contract)(delegate)
         return dataclasses.replace(made, agent=self)
+
+
+def _transfer_tool(target: Agent) -> Tool:
+    def transfer(reason: str = "") -> str:
+        return f"transferred to {target.name}"  # the loop hands the run over once the turn is settled
+
+    about = target.description or (target.instructions or "").split("\n")[0] or f"the {target.name} agent"
+    transfer.__doc__ = (
+        f"Hand this conversation over to {target.name}: {about}\n\n"
+        "Args:\n    reason: why, in a few words (shown to the next agent)."
+    )
+    name = "transfer_to_" + "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in target.name)
+    made = tool(name=name[:64], effect="none")(transfer)
+    return dataclasses.replace(made, handoff=target)
 
 
 def _check_limits(steps: Any, tool_calls: Any, tokens: Any, seconds: Any) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "Event",
     "Failed",
     "Finished",
+    "HandedOff",
     "Kind",
     "LimitReached",
     "ModelReplied",
@@ -66,6 +67,7 @@ Kind = Literal[
     "approval-decided",
     "child-stopped",
     "child",
+    "handed-off",
     "paused",
     "compacted",
     "finished",
@@ -206,6 +208,17 @@ class ChildEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class HandedOff:
+    """The agent named ``agent`` drives the run from here (a ``transfer_to_...`` call);
+    ``messages`` are the notes added for it (its instructions)."""
+
+    kind: ClassVar[Literal["handed-off"]] = "handed-off"
+    agent: str
+    messages: tuple[Message, ...] = ()
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
+
+
+@dataclass(frozen=True, slots=True)
 class Paused:
     """The run stopped to wait for people; ``state`` resumes it.
 
@@ -285,6 +298,7 @@ Event = (
     | ApprovalDecided
     | ChildStopped
     | ChildEvent
+    | HandedOff
     | Paused
     | Compacted
     | Finished

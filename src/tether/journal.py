@@ -36,6 +36,7 @@ from .events import (
     ChildStopped,
     Compacted,
     Event,
+    HandedOff,
     ModelReplied,
     Paused,
     PauseReason,
@@ -195,6 +196,10 @@ class Journal:
         if p is not None and p.status == "proposed":
             self.pending[ev.call.id] = replace(p, status="awaiting-answer")
 
+    def _handed_off(self, ev: HandedOff) -> None:
+        self.agent = ev.agent
+        self.context = self.context.add(*ev.messages)
+
     def _child_stopped(self, ev: ChildStopped) -> None:
         p = self.pending.get(ev.call_id)
         if p is not None:
@@ -242,7 +247,7 @@ class Journal:
             seq=seq,
             status=pause_status(pausing) if pausing else self.status,
             paused_at=seq if pausing else self.paused_at,
-            agent=self.agent if self.children else "",  # names label the items of a tree
+            agent=self.agent,
             children=tuple(self.children.values()),
         )
 
@@ -256,6 +261,7 @@ _FOLDS: dict[str, Callable[[Journal, Any], None]] = {
     "question-asked": Journal._question_asked,
     "approval-decided": Journal._approval_decided,
     "child-stopped": Journal._child_stopped,
+    "handed-off": Journal._handed_off,
     "compacted": Journal._compacted,
     "paused": Journal._paused,
     "cancelled": Journal._cancelled,

@@ -40,6 +40,7 @@ from .events import (
     Event,
     Failed,
     Finished,
+    HandedOff,
     LimitReached,
     ModelReplied,
     Paused,
@@ -75,11 +76,16 @@ Input = str | Message | RunState | None
 class Settings(Protocol):
     """What the loop reads from the agent it runs (an :class:`~tether.agent.Agent`)."""
 
+    @property
+    def fingerprint(self) -> str: ...
+
+    def reachable(self, name: str) -> Settings | None: ...
+
     name: str
+    instructions: str | None
     policy: Policy
     tools: dict[str, Tool]
     tool_list: tuple[Tool, ...]
-    instructions: str | None
     max_steps: int
     max_tool_calls: int | None
     max_tokens: int | None
@@ -88,7 +94,6 @@ class Settings(Protocol):
     signing_key: bytes | None
     approver: Callable[[Tool, dict[str, Any], Context], bool] | None
     compactor: Callable[[Context], Context] | None
-    fingerprint: str
     lease_ttl: float
 
 
@@ -106,7 +111,9 @@ class Run:
         meta: Mapping[str, str] | None = None,
         parent: Parent | None = None,
     ) -> None:
-        self.agent = agent
+        self.agent = agent  # the agent driving the run now (a handoff changes it)
+        self.root = agent
+        self.fingerprint = agent.fingerprint
         self.input, self.prior, self.run_id = input, context, run_id
         self.cancel = cancel
         self.meta = _labels(meta)
@@ -151,6 +158,8 @@ class Run:
                 yield ev
         elif (output := self._committed_output()) is not None:  # resumed after the answer was written
             yield await self.commit(Finished(output, self.journal.usage))
+        elif (target := self._transfer()) is not None:  # resumed after a transfer was written
+            yield await self._hand_off(target)
         while not self.ended:
             if stop := self._over_budget():
                 yield await self.commit(stop)
@@ -207,14 +216,15 @@ class Run:
         if self.run_id and self.store is not None and await self.store.get(self.run_id) is not None:
             raise UserError(f"run {self.run_id!r} already exists in the store; resume it with run_id= alone")
         run_id = self.run_id or uuid.uuid4().hex
-        return RunStarted(run_id, tuple(notes), False, self.agent.fingerprint, self.agent.name, self.meta)
+        return RunStarted(run_id, tuple(notes), False, self.fingerprint, self.agent.name, self.meta)
 
     async def _resume(self, state: RunState) -> list[Event]:
         self._check_resumable(state, trusted=False)
         if self.store is not None:
             await self._check_against_store(state)
         self.journal = Journal.from_state(state)
-        resumed = RunStarted(state.run_id, (), True, self.agent.fingerprint, self.agent.name)
+        self._follow(self.journal.agent)
+        resumed = RunStarted(state.run_id, (), True, self.fingerprint, self.agent.name)
         return [resumed, *(ApprovalDecided(d) for d in state.decisions)]
 
     async def _load(self) -> list[Event]:
@@ -229,13 +239,14 @@ class Run:
             raise StateError(f"run {self.run_id!r} was cancelled for good and cannot be resumed")
         self._check_resumable(journal.snapshot(), trusted=True)
         self.journal = journal  # a store's journal already holds its decisions
-        return [RunStarted(journal.run_id, (), True, self.agent.fingerprint, self.agent.name)]
+        self._follow(journal.agent)
+        return [RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name)]
 
     def _check_resumable(self, state: RunState, *, trusted: bool) -> None:
-        if state.fingerprint != self.agent.fingerprint:
+        if state.fingerprint != self.fingerprint:
             raise StateIncompatible(
                 f"run {state.run_id!r} was paused with other tool definitions "
-                f"(fingerprint {state.fingerprint!r}, this agent has {self.agent.fingerprint!r})"
+                f"(fingerprint {state.fingerprint!r}, this agent has {self.fingerprint!r})"
             )
         if state.status == "finished" or (state.status == "running" and not trusted):
             raise StateError(f"run {state.run_id!r} is {state.status!r} and cannot be resumed")
@@ -248,6 +259,17 @@ class Run:
             else:
                 state.verify(key)
         state.check_decisions()
+
+    def _follow(self, name: str) -> None:
+        """Drive the run with the agent its journal says drives it (after a handoff)."""
+        if not name or name == self.agent.name:
+            return
+        agent = self.root.reachable(name)
+        if agent is None:
+            raise StateIncompatible(
+                f"run {self.journal.run_id!r} is driven by agent {name!r}, which {self.root.name!r} cannot hand off to"
+            )
+        self.agent = agent
 
     async def _check_against_store(self, state: RunState) -> None:
         """With a store, its journal is the truth: a state that says otherwise is refused."""
@@ -420,6 +442,23 @@ class Run:
                 yield ev
         elif (output := self._terminal_output()) is not None:
             yield await self.commit(Finished(output, self.journal.usage))
+        elif (target := self._transfer()) is not None:
+            yield await self._hand_off(target)
+
+    async def _hand_off(self, target: Settings) -> Event:
+        notes = (Message.system(target.instructions),) if target.instructions else ()
+        ev = await self.commit(HandedOff(target.name, notes))
+        self.agent = target
+        return ev
+
+    def _transfer(self) -> Settings | None:
+        """The agent a transfer of the turn that just ended hands the run to (the first one wins)."""
+        for call, result in self._turn_results():
+            tool = self.agent.tools.get(call.name)
+            if tool is not None and tool.handoff is not None and result is not None and not result.is_error:
+                target: Settings = tool.handoff
+                return target
+        return None
 
     def _plan(self) -> list[Step]:
         j, agent = self.journal, self.agent
@@ -609,17 +648,21 @@ class Run:
 
     def _terminal_output(self) -> str | None:
         """The result of the first terminal tool of the turn that just ended, if any."""
+        for call, res in self._turn_results():
+            tool = self.agent.tools.get(call.name)
+            if tool is not None and tool.terminal and res is not None and not res.is_error:
+                return res.content
+        return None
+
+    def _turn_results(self) -> list[tuple[ToolCall, Message | None]]:
+        """The calls of the turn that just ended, each with its result."""
         ctx = self.journal.context
         results: dict[str | None, Message] = {}
         i = len(ctx) - 1
         while i >= 0 and ctx[i].role == "tool":
             results[ctx[i].tool_call_id] = ctx[i]
             i -= 1
-        for call in ctx[i].tool_calls if i >= 0 else ():
-            tool, res = self.agent.tools.get(call.name), results.get(call.id)
-            if tool is not None and tool.terminal and res is not None and not res.is_error:
-                return res.content
-        return None
+        return [(call, results.get(call.id)) for call in (ctx[i].tool_calls if i >= 0 else ())]
 
     def snapshot(self) -> RunState:
         """The run's state now (signed when the agent has a key)."""
@@ -631,7 +674,7 @@ class Run:
     def _stamped(self, state: RunState) -> RunState:
         """A child's state names its parent call (its root signs the tree); a root's is signed."""
         if self.parent is not None:
-            return dataclasses.replace(state, parent_call=self.parent.call_id, agent=self.agent.name)
+            return dataclasses.replace(state, parent_call=self.parent.call_id)
         return state.sign(self.key) if self.key else state
 
 

@@ -458,7 +458,7 @@ class RunState:
 
     def to_dict(self) -> dict[str, Any]:
         data = {name: _encode(getattr(self, name)) for name in _STATE_KEYS_ORDERED}
-        for name in _OPTIONAL_STATE_KEYS:  # kept out when empty: older readers know none of them
+        for name in _OPTIONAL_STATE_KEYS:  # kept out when empty: only a tree of runs has them
             if not data[name]:
                 del data[name]
         return data
@@ -524,7 +524,7 @@ _DECISION_KEYS = frozenset(_DECISION_KEYS_ORDERED)
 _PENDING_KEYS = frozenset(f.name for f in fields(PendingCall))
 _STATE_KEYS_ORDERED = ("schema_version", *(f.name for f in fields(RunState) if f.name != "schema_version"))
 _STATE_KEYS = frozenset(_STATE_KEYS_ORDERED)
-_OPTIONAL_STATE_KEYS = ("agent", "parent_call", "children")
+_OPTIONAL_STATE_KEYS = ("parent_call", "children")
 
 
 def _encode(value: Any) -> Any:

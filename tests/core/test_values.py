@@ -122,6 +122,7 @@ def _events_of_every_kind() -> list:
         ev.ApprovalDecided(Decision("r", "c1", "answer", "0" * 32, 5, answer={"size": "L"})),
         ev.ChildStopped("c1", RunState("r/c1", (Message.user("task"),), (PendingCall(call),), parent_call="c1")),
         ev.ChildEvent("c1", "billing", ev.ChildEvent("c2", "ledger", ev.Token("hi"))),
+        ev.HandedOff("billing", (Message.system("You handle money."),)),
         ev.Paused("approval", ("c1",), RunState("r", (Message.user("u"),), (PendingCall(call),), seq=5)),
         ev.Compacted((Message.user("summary"),)),
         ev.Finished("done", Usage(1, 2, 3)),
