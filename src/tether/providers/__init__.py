@@ -20,33 +20,38 @@ ends the run as ``failed``, resumable). Names are imported on first use, so
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import typing as _typing
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .anthropic import Anthropic
     from .constrained import ConstrainedOpenAI
     from .local import LocalModel
     from .openai_compat import OpenAICompatible
+    from .options import HTTPOptions
 
-__all__ = ["Anthropic", "ConstrainedOpenAI", "LocalModel", "OpenAICompatible"]
+__all__ = ["Anthropic", "ConstrainedOpenAI", "HTTPOptions", "LocalModel", "OpenAICompatible"]
 
 _HOMES = {
     "Anthropic": ".anthropic",
     "ConstrainedOpenAI": ".constrained",
+    "HTTPOptions": ".options",
     "LocalModel": ".local",
     "OpenAICompatible": ".openai_compat",
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home, __name__), name)
+    value = getattr(_importlib.import_module(home, __name__), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    return list(__all__)
+
+
+del annotations  # the __future__ import binds a name; the namespace holds only the public API

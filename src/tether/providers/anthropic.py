@@ -19,26 +19,15 @@ partial turn and retries it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-import httpx
 
 from ..context import Context
 from ..messages import Message, ToolCall, Usage, new_call_id
 from ..tools import Tool
-from ._http import (
-    MAX_RESPONSE_BYTES,
-    MAX_WAIT,
-    AttemptFailed,
-    HTTPPolicy,
-    Sleep,
-    dumps,
-    error_message,
-    excerpt,
-    tool_choice_value,
-)
+from ._http import AttemptFailed, HTTPPolicy, dumps, error_message, excerpt
 from ._sse import ServerSentEvent
+from .options import HTTPOptions, merged
 
 __all__ = ["ANTHROPIC_VERSION", "Anthropic", "to_anthropic"]
 
@@ -53,6 +42,8 @@ class Anthropic(HTTPPolicy):
     ``api_key`` defaults to ``$ANTHROPIC_API_KEY``. ``tool_choice`` is
     ``"auto"``, ``"none"``, ``"required"`` (Anthropic's ``any``), a tool name,
     or the raw dict; ``parallel_tool_calls=False`` asks for one call per turn.
+    Connection and retry settings are an :class:`~tether.providers.HTTPOptions`
+    (``options=``), or the same names as keywords.
 
     >>> model = Anthropic("claude-haiku-4-5", max_tokens=512)   # doctest: +SKIP
     """
@@ -60,55 +51,24 @@ class Anthropic(HTTPPolicy):
     label = "Anthropic"
     key_env = "ANTHROPIC_API_KEY"
     default_base_url = "https://api.anthropic.com"
+    path = "/v1/messages"
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str = "https://api.anthropic.com",
-        api_key: str | None = None,
-        api_key_env: str | None = None,
         max_tokens: int = 1024,
         temperature: float | None = None,
         tool_choice: str | dict[str, Any] | None = None,
         parallel_tool_calls: bool | None = None,
-        stream: bool = True,
-        max_retries: int = 2,
-        timeout: float = 60.0,
-        max_retry_wait: float = MAX_WAIT,
-        max_response_bytes: int = MAX_RESPONSE_BYTES,
-        extra_body: Mapping[str, Any] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Sleep | None = None,
+        options: HTTPOptions | None = None,
+        **shared: Any,
     ) -> None:
         super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            api_key_env=api_key_env,
-            stream=stream,
-            max_retries=max_retries,
-            timeout=timeout,
-            max_retry_wait=max_retry_wait,
-            max_response_bytes=max_response_bytes,
-            extra_body=extra_body,
-            extra_headers=extra_headers,
-            http_client=http_client,
-            transport=transport,
-            sleep=sleep,
+            model, merged(options, shared), tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls
         )
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.tool_choice = tool_choice_value(tool_choice)
-        self.parallel_tool_calls = parallel_tool_calls
-        self._url = self.base_url + "/v1/messages"
-        self._tools_cache: tuple[Sequence[Tool], list[dict[str, Any]]] | None = None
-
-    @property
-    def url(self) -> str:
-        return self._url
 
     def headers(self) -> dict[str, str]:
         headers = {
@@ -131,7 +91,7 @@ class Anthropic(HTTPPolicy):
         if system:
             payload["system"] = system
         if tools:
-            payload["tools"] = self._tool_definitions(tools)
+            payload["tools"] = self.tool_definitions(tools)
             choice = self._tool_choice()
             if choice is not None:
                 payload["tool_choice"] = choice
@@ -139,13 +99,8 @@ class Anthropic(HTTPPolicy):
         payload["messages"] = messages  # last, so each request extends the previous one
         return dumps(payload)
 
-    def _tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
-        cached = self._tools_cache
-        if cached is not None and cached[0] is tools:
-            return cached[1]
-        defs = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
-        self._tools_cache = (tools, defs)
-        return defs
+    def tool_definition(self, tool: Tool) -> dict[str, Any]:
+        return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
 
     def _tool_choice(self) -> dict[str, Any] | None:
         choice = self.tool_choice

@@ -19,26 +19,15 @@ one, which is what provider prompt caches key on.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-import httpx
 
 from ..context import Context
 from ..messages import Message, ToolCall, Usage, new_call_id
 from ..tools import Tool
-from ._http import (
-    MAX_RESPONSE_BYTES,
-    MAX_WAIT,
-    AttemptFailed,
-    HTTPPolicy,
-    Sleep,
-    dumps,
-    error_message,
-    excerpt,
-    tool_choice_value,
-)
+from ._http import AttemptFailed, HTTPPolicy, dumps, error_message, excerpt
 from ._sse import ServerSentEvent
+from .options import HTTPOptions, merged
 
 __all__ = ["OpenAICompatible"]
 
@@ -49,7 +38,9 @@ class OpenAICompatible(HTTPPolicy):
     ``api_key`` defaults to ``$OPENAI_API_KEY`` (or the variable named by
     ``api_key_env``); servers that need no key (Ollama, vLLM) work without one.
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"``, a tool name, or
-    the raw dict. ``extra_body`` adds provider-specific fields to every request.
+    the raw dict. Connection and retry settings are an
+    :class:`~tether.providers.HTTPOptions` (``options=``), or the same names as
+    keywords (``base_url=``, ``stream=``, ``max_retries=``, ``extra_body=``...).
 
     >>> model = OpenAICompatible(
     ...     "deepseek-chat", base_url="https://api.deepseek.com/v1", api_key_env="DEEPSEEK_API_KEY"
@@ -59,55 +50,24 @@ class OpenAICompatible(HTTPPolicy):
     label = "OpenAI-compatible"
     key_env = "OPENAI_API_KEY"
     default_base_url = "https://api.openai.com/v1"
+    path = "/chat/completions"
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str = "https://api.openai.com/v1",
-        api_key: str | None = None,
-        api_key_env: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
         tool_choice: str | dict[str, Any] | None = None,
         parallel_tool_calls: bool | None = None,
-        stream: bool = True,
-        max_retries: int = 2,
-        timeout: float = 60.0,
-        max_retry_wait: float = MAX_WAIT,
-        max_response_bytes: int = MAX_RESPONSE_BYTES,
-        extra_body: Mapping[str, Any] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Sleep | None = None,
+        options: HTTPOptions | None = None,
+        **shared: Any,
     ) -> None:
         super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            api_key_env=api_key_env,
-            stream=stream,
-            max_retries=max_retries,
-            timeout=timeout,
-            max_retry_wait=max_retry_wait,
-            max_response_bytes=max_response_bytes,
-            extra_body=extra_body,
-            extra_headers=extra_headers,
-            http_client=http_client,
-            transport=transport,
-            sleep=sleep,
+            model, merged(options, shared), tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls
         )
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.tool_choice = tool_choice_value(tool_choice)
-        self.parallel_tool_calls = parallel_tool_calls
-        self._url = self.base_url + "/chat/completions"
-        self._tools_cache: tuple[Sequence[Tool], list[dict[str, Any]]] | None = None
-
-    @property
-    def url(self) -> str:
-        return self._url
 
     def headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -133,7 +93,7 @@ class OpenAICompatible(HTTPPolicy):
     def body(self, context: Context, tools: Sequence[Tool]) -> bytes:
         payload = self.sampling()
         if tools:
-            payload["tools"] = self._tool_definitions(tools)
+            payload["tools"] = self.tool_definitions(tools)
             if self.tool_choice is not None:
                 payload["tool_choice"] = _openai_tool_choice(self.tool_choice)
             if self.parallel_tool_calls is not None:
@@ -142,17 +102,11 @@ class OpenAICompatible(HTTPPolicy):
         payload["messages"] = [m.to_openai() for m in context]  # last: see the module docstring
         return dumps(payload)
 
-    def _tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
-        # The agent passes the same tuple every turn: build the list once.
-        cached = self._tools_cache
-        if cached is not None and cached[0] is tools:
-            return cached[1]
-        defs = [
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-            for t in tools
-        ]
-        self._tools_cache = (tools, defs)
-        return defs
+    def tool_definition(self, tool: Tool) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+        }
 
     def parse(self, data: Any, text: str) -> Message:
         choices = data.get("choices") if isinstance(data, dict) else None
