@@ -6,6 +6,13 @@
 * :class:`LocalModel`: a small GGUF model in-process, offline (``tether[local]``).
 * :class:`ConstrainedOpenAI`: JSON-Schema-constrained tool calls over any
   OpenAI-compatible server that supports ``response_format`` (small models).
+* :class:`Fallback`: a primary policy and its backups, tried in turn after a
+  provider failure.
+
+:class:`HTTPOptions` holds the connection settings the HTTP providers share;
+a :class:`Preset` names an OpenAI-compatible endpoint tether knows
+(``OpenAICompatible(name, preset="groq")``; all of them are in
+:data:`tether.providers.presets.PRESETS`).
 
 Both stream, retry transient faults with backoff, and raise
 :class:`~tether.exceptions.ProviderError` when retries run out (the agent then
@@ -26,18 +33,30 @@ import typing as _typing
 if _typing.TYPE_CHECKING:
     from .anthropic import Anthropic
     from .constrained import ConstrainedOpenAI
+    from .fallback import Fallback
     from .local import LocalModel
     from .openai_compat import OpenAICompatible
     from .options import HTTPOptions
+    from .presets import Preset
 
-__all__ = ["Anthropic", "ConstrainedOpenAI", "HTTPOptions", "LocalModel", "OpenAICompatible"]
+__all__ = [
+    "Anthropic",
+    "ConstrainedOpenAI",
+    "Fallback",
+    "HTTPOptions",
+    "LocalModel",
+    "OpenAICompatible",
+    "Preset",
+]
 
 _HOMES = {
     "Anthropic": ".anthropic",
     "ConstrainedOpenAI": ".constrained",
+    "Fallback": ".fallback",
     "HTTPOptions": ".options",
     "LocalModel": ".local",
     "OpenAICompatible": ".openai_compat",
+    "Preset": ".presets",
 }
 
 
