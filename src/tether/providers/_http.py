@@ -38,6 +38,7 @@ from ..policy import check_model_request
 from ..tools import Tool
 from ._retry import retry_delay, should_retry
 from ._sse import ServerSentEvent, SSEDecoder
+from ._stream import final_message
 from .options import HTTPOptions, Sleep
 
 _EXCERPT = 500
@@ -171,11 +172,7 @@ class HTTPPolicy:
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
         """The model's next message (streamed or not, per ``stream=``)."""
-        async with contextlib.aclosing(self.stream(context, tools)) as pieces:
-            async for piece in pieces:
-                if isinstance(piece, Message):
-                    return piece
-        raise AssertionError("unreachable: stream() always ends with a Message")
+        return await final_message(self.stream(context, tools))
 
     async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncGenerator[str | Message, None]:
         """Text pieces as they arrive, then the complete Message (with usage)."""

@@ -36,6 +36,7 @@ from ..exceptions import ProviderError, UserError
 from ..messages import Message
 from ..policy import Policy, ask
 from ..tools import Tool
+from ._stream import final_message
 
 __all__ = ["Fallback"]
 
@@ -61,11 +62,7 @@ class Fallback:
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
         """The first reply any policy manages, marked with its name."""
-        async with contextlib.aclosing(self.stream(context, tools)) as pieces:
-            async for piece in pieces:
-                if isinstance(piece, Message):
-                    return piece
-        raise AssertionError("unreachable: stream() always ends with a Message")
+        return await final_message(self.stream(context, tools))
 
     async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncGenerator[str | Message, None]:
         """Text pieces from the policy answering, then its Message (``model`` set)."""
