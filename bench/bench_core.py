@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from tether import Agent, Context, Message, tool
+from tether import Action, Agent, Context, Message, tool
 from tether.messages import ToolCall
 from tether.testing import ScriptedModel
 
@@ -46,14 +46,29 @@ async def _loop_us(name: str, tools: list, runs: int) -> float:
     return statistics.median(samples)
 
 
+async def _nested_us(runs: int) -> float:
+    """CPU per step of a child run (10 steps) inside a parent that delegates to it once."""
+    samples = []
+    for _ in range(runs):
+        child = Agent(ScriptedModel(_replies("ping")), [ping], name="child")
+        parent = Agent(ScriptedModel([Action("child", {"task": "go"}), "done"]), [child.as_tool()])
+        t0 = time.process_time_ns()
+        result = await parent.run("go")
+        samples.append((time.process_time_ns() - t0) / 1000 / (STEPS + 2))
+        assert result.status == "finished"
+    return statistics.median(samples)
+
+
 def loop_overhead() -> list[tuple[str, str]]:
     async def main() -> list[tuple[str, str]]:
         await _loop_us("ping", [ping], 50)  # warm up
         a = await _loop_us("ping", [ping], 500)
         s = await _loop_us("ping_sync", [ping_sync], 300)
+        n = await _nested_us(300)
         return [
             ("loop CPU per step, async tool (µs, median of 500 runs)", f"{a:.1f}"),
             ("loop CPU per step, sync tool in a thread (µs)", f"{s:.1f}"),
+            ("loop CPU per step, nested: a child run of 10 steps in a parent (µs)", f"{n:.1f}"),
         ]
 
     return asyncio.run(main())

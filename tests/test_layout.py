@@ -91,8 +91,10 @@ def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             if base.split(".")[0] != "tether":
                 continue
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known)
+            submodules = {f"{base}.{a.name}" for a in node.names} & known
+            found.update(submodules)
+            if len(submodules) < len(node.names):  # some names come from the module itself
+                found.add(base)
     return {m for m in found if m in known and m != name}
 
 

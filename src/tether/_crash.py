@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["AROUND", "POINTS", "crash_around", "crash_point"]
+__all__ = ["AROUND", "POINTS", "armed", "crash_around", "crash_point"]
 
 AROUND: dict[tuple[str, str], str] = {
     ("before", "model-replied"): "after_model_response",
@@ -41,6 +41,7 @@ POINTS = (
 
 _point, _, _nth = os.environ.get("TETHER_CRASH_AT", "").partition(":")
 _remaining = int(_nth or 1)
+armed = bool(_point)  # the loop checks this one flag before calling in
 
 
 def crash_point(name: str) -> None:
@@ -55,7 +56,6 @@ def crash_point(name: str) -> None:
 
 def crash_around(when: str, kind: str) -> None:
     """The crash point ``when`` (before or after) committing an event of ``kind``, if armed."""
-    if _point:
-        name = AROUND.get((when, kind))
-        if name is not None:
-            crash_point(name)
+    name = AROUND.get((when, kind))
+    if name is not None:
+        crash_point(name)

@@ -169,6 +169,7 @@ class Agent:
             self.tools[transfer.name] = transfer
             self.handoffs = (*self.handoffs, agent)
         self.tool_list = tuple(self.tools.values())
+        self.ends_turns = any(t.terminal or t.handoff is not None for t in self.tool_list)
 
     def reachable(self, name: str) -> Agent | None:
         """The agent named ``name`` among this one and those it can hand off to, directly or not."""
@@ -237,7 +238,9 @@ class Agent:
             return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta))
         raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
 
-    def as_tool(self, name: str | None = None, description: str | None = None, **contract: Any) -> Tool:
+    def as_tool(
+        self, name: str | None = None, description: str | None = None, *, continues: bool = False, **contract: Any
+    ) -> Tool:
         """This agent as a tool another agent can call with a ``task`` string.
 
         Called by another agent's run, it runs as a **child run**: journaled in
@@ -246,7 +249,9 @@ class Agent:
         as ``child`` events, its pauses pausing the parent (every open item of the
         tree listed with its path), its budgets bounded by what the parent has
         left, its usage added to the parent's. A restart resumes the same child,
-        never a second one.
+        never a second one. With ``continues=True`` each call's child run starts
+        from the notebook the previous call's child left (a coworker who
+        remembers the earlier tasks).
 
         >>> from tether import Action
         >>> from tether.testing import ScriptedModel
@@ -271,7 +276,7 @@ class Agent:
         # Re-running it after a crash resumes the same child run (its own journal settles its effects).
         contract.setdefault("effect", "idempotent")
         made = tool(name=name or self.name, **contract)(delegate)
-        return dataclasses.replace(made, agent=self)
+        return dataclasses.replace(made, agent=self, continues=continues)
 
 
 def _transfer_tool(target: Agent) -> Tool:

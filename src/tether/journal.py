@@ -50,7 +50,8 @@ from .state import Decision, PendingCall, RunState, Status
 
 __all__ = ["Journal", "next_status", "pause_status", "replay", "state_of", "status_of"]
 
-_ENDINGS: dict[str, Status] = {
+_ENDINGS: dict[str, Status] = {  # the kinds that set a status of their own (a pause: see pause_status)
+    "run-started": "running",
     "finished": "finished",
     "failed": "failed",
     "cancelled": "cancelled",
@@ -65,11 +66,10 @@ def pause_status(reason: PauseReason) -> Status:
 
 def next_status(ev: Event) -> Status | None:
     """The status ``ev`` leaves a run in, or None when it keeps the status it had."""
-    if isinstance(ev, RunStarted):
-        return "running"
-    if isinstance(ev, Paused):
+    status = _ENDINGS.get(ev.kind)
+    if status is None and isinstance(ev, Paused):
         return pause_status(ev.reason)
-    return _ENDINGS.get(ev.kind)
+    return status
 
 
 def status_of(current: str, events: Iterable[Event]) -> str:

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
-from ._crash import crash_around
+from . import _crash
 from .context import Context
 from .events import (
     TERMINAL,
@@ -86,6 +86,7 @@ class Settings(Protocol):
     policy: Policy
     tools: dict[str, Tool]
     tool_list: tuple[Tool, ...]
+    ends_turns: bool  # some tool is terminal or hands the run over
     max_steps: int
     max_tool_calls: int | None
     max_tokens: int | None
@@ -130,6 +131,7 @@ class Run:
         self.lease: Lease | None = None
         self.failure: Failed | None = None  # the store failed: how the run ended, not committed
         self._renewal: asyncio.Task[None] | None = None
+        self._notebooks: dict[str, Context] = {}  # finished children's notebooks, for tools that continue them
 
     async def events(self) -> AsyncIterator[Event]:
         """The run as a stream of events; how it ends is committed whenever the store can take it."""
@@ -334,12 +336,14 @@ class Run:
         """Stamp ``ev`` with the time, write it to the store (if any), then fold it into the journal."""
         if not ev.at:  # the loop made it a moment ago and nobody has seen it yet
             object.__setattr__(ev, "at", time.time())
-        crash_around("before", ev.kind)
+        if _crash.armed:
+            _crash.crash_around("before", ev.kind)
         async with self.lock:
             if self.store is not None:
                 await self._write(ev)
             self._apply(ev)
-        crash_around("after", ev.kind)
+        if _crash.armed:
+            _crash.crash_around("after", ev.kind)
         return ev
 
     async def _write(self, ev: Event) -> None:
@@ -384,9 +388,21 @@ class Run:
     # -- decide ------------------------------------------------------------
 
     async def _ask(self) -> AsyncIterator[Token | Message | Event]:
-        """The brain's reply: tokens, then the Message, or the event that ends the run instead."""
+        """The brain's reply: tokens, then the Message, or the event that ends the run instead.
+
+        Each piece is awaited within the run's time budget (the budget never spans a yield).
+        """
+        pieces = ask(self.agent.policy, self.journal.context, self.agent.tool_list)
         try:
-            async for piece in self._pieces():
+            while True:
+                try:
+                    if self.deadline is None:
+                        piece = await anext(pieces)
+                    else:
+                        async with asyncio.timeout_at(self.deadline):
+                            piece = await anext(pieces)
+                except StopAsyncIteration:
+                    return
                 yield Token(piece) if isinstance(piece, str) else _unique_call_ids(piece, self.journal.call_ids)
         except ProviderError as exc:
             yield Failed(str(exc), "ProviderError")
@@ -394,21 +410,6 @@ class Run:
             if not self._out_of_time():
                 raise  # the policy's own timeout: a failure, not our budget
             yield LimitReached("seconds", self.agent.max_seconds or 0)
-
-    async def _pieces(self) -> AsyncIterator[str | Message]:
-        """The policy's reply as pieces, each bounded by the run's time budget."""
-        pieces = ask(self.agent.policy, self.journal.context, self.agent.tool_list)
-        if self.deadline is None:
-            async for piece in pieces:
-                yield piece
-            return
-        while True:
-            async with asyncio.timeout_at(self.deadline):  # never spans a yield
-                try:
-                    piece = await anext(pieces)
-                except StopAsyncIteration:
-                    return
-            yield piece
 
     def _compacted(self) -> Compacted | None:
         if self.agent.compactor is None:
@@ -432,8 +433,11 @@ class Run:
                 return
             for step in todo:
                 yield await self.commit(ToolStarted(step.call, step.attempt))
-            async for ev in self._execute(todo):
-                yield ev
+            if len(todo) == 1 and self.cancel is None and todo[0].tool.agent is None:
+                yield await self._run_tool(todo[0])  # the common case, without a generator per call
+            else:
+                async for ev in self._execute(todo):
+                    yield ev
             if self.ended:
                 return
         waits = [s for s in steps if isinstance(s, Wait)]
@@ -531,7 +535,11 @@ class Run:
         if step.tool.agent is not None:
             async for ev in self._delegate(step):
                 yield ev
-            return
+        else:
+            yield await self._run_tool(step)
+
+    async def _run_tool(self, step: Execute) -> Event:
+        """Run one tool call; what it returned (or how it failed) is committed as its result."""
         tool, call = step.tool, step.call
         invocation = Invocation(self.journal.run_id, call.id, tool.name)
         error: ErrorKind | None = None
@@ -551,7 +559,7 @@ class Run:
         except Exception as exc:
             text, error = f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", "raised"
         result = Message.tool_result(call.id, step.prefix + text, name=tool.name, is_error=error is not None)
-        yield await self.commit(ToolFinished(result, error))
+        return await self.commit(ToolFinished(result, error))
 
     # -- runs inside runs --------------------------------------------------
 
@@ -561,7 +569,8 @@ class Run:
         call = step.call
         child_id = f"{self.journal.run_id}/{call.id}"
         task = await self._child_input(child_id, str(step.args.get("task", "")), call.id)
-        child = Run(child_agent, task, run_id=child_id, cancel=self.cancel, parent=self._left(call.id))
+        prior = await self._previous_notebook(step) if isinstance(task, str) and step.tool.continues else None
+        child = Run(child_agent, task, context=prior, run_id=child_id, cancel=self.cancel, parent=self._left(call.id))
         try:
             async for ev in child.events():
                 yield ChildEvent(call.id, child_agent.name, ev)
@@ -569,7 +578,22 @@ class Run:
             with contextlib.suppress(StoreError, OSError):  # keep the child's state with the parent's
                 await self.commit(ChildStopped(call.id, child.snapshot()))
             raise
+        if child.journal.status == "finished" and step.tool.continues:
+            self._notebooks[child_id] = child.journal.context  # the next call of this tool goes on from here
         yield await self.commit(self._settle(call, child_agent.name, child.snapshot()))
+
+    async def _previous_notebook(self, step: Execute) -> Context | None:
+        """For a tool whose calls continue one notebook: where the last finished call's child left it."""
+        for msg in reversed(self.journal.context.messages):
+            if msg.role != "tool" or msg.name != step.tool.name or msg.is_error or msg.tool_call_id == step.call.id:
+                continue
+            child_id = f"{self.journal.run_id}/{msg.tool_call_id}"
+            if child_id in self._notebooks:
+                return self._notebooks[child_id]
+            if self.store is not None and (events := await self.store.load(child_id)):
+                return Journal.of(events).context
+            return None
+        return None
 
     async def _child_input(self, child_id: str, task: str, call_id: str) -> Input:
         saved = self.journal.children.get(call_id)
@@ -601,9 +625,8 @@ class Run:
         if state.status == "finished":
             answer = _child_answer(state)
             return ToolFinished(dataclasses.replace(Message.tool_result(call.id, answer, name=call.name), usage=usage))
-        why = "reached a limit" if state.status == "limit-reached" else "failed"
         said = f": {last.content}" if last is not None and last.role == "assistant" and last.content else ""
-        text = f"sub-agent {name!r} {why} before it finished{said}"
+        text = f"sub-agent {name!r} ended {state.status} before it finished{said}"
         note = Message.tool_result(call.id, text, name=call.name, is_error=True)
         return ToolFinished(dataclasses.replace(note, usage=usage), "stopped")
 
@@ -655,7 +678,9 @@ class Run:
         return None
 
     def _turn_results(self) -> list[tuple[ToolCall, Message | None]]:
-        """The calls of the turn that just ended, each with its result."""
+        """The calls of the turn that just ended, each with its result (when a tool can end a turn)."""
+        if not self.agent.ends_turns:
+            return []
         ctx = self.journal.context
         results: dict[str | None, Message] = {}
         i = len(ctx) - 1

@@ -92,6 +92,7 @@ class Tool:
     answer: dict[str, Any] | None = None  # set: a question for a person, this is the answer's JSON Schema
     answer_validator: Any = field(default=None, repr=False)  # a pydantic TypeAdapter of the answer
     agent: Any = field(default=None, repr=False)  # set: calling it runs this agent as a child run
+    continues: bool = False  # with agent: each call's child run starts from the notebook the last one left
     handoff: Any = field(default=None, repr=False)  # set: calling it hands the run over to this agent
 
     def __post_init__(self) -> None:

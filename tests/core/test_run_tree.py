@@ -157,7 +157,7 @@ def test_a_childs_budget_is_bounded_by_what_its_parent_has_left_and_a_limit_is_a
     result = root.run_sync("go")
     assert result.status == "finished" and result.output == "gave up"
     note = result.context[-2]
-    assert note.is_error and "sub-agent 'c' reached a limit before it finished" in note.content
+    assert note.is_error and "sub-agent 'c' ended limit-reached before it finished" in note.content
     child_steps = sum(1 for e in result.events if isinstance(e, ChildEvent) and e.event.kind == "model-replied")
     assert child_steps == 3  # the root had 3 steps left when it delegated, the child's own limit is 20
 

@@ -192,7 +192,7 @@ class TrackedStore:
 
     def __init__(self, inner: RunStore, ledger: Ledger, barrier: Path | None = None, parties: int = 2) -> None:
         self.inner, self.ledger, self.barrier, self.parties = inner, ledger, barrier, parties
-        self._waited: set[str] = set()
+        self._waited: set[tuple[str, str]] = set()
 
     async def append(
         self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
@@ -202,15 +202,18 @@ class TrackedStore:
         return seq
 
     async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
-        await self._wait_for_the_others(run_id)
-        return await self.inner.acquire(run_id, owner, ttl, take_over=take_over)
+        await self._wait_for_the_others(run_id, "reached")
+        try:
+            return await self.inner.acquire(run_id, owner, ttl, take_over=take_over)
+        finally:  # the winner goes on only once every worker has tried: the race is real under load too
+            await self._wait_for_the_others(run_id, "tried")
 
-    async def _wait_for_the_others(self, run_id: str) -> None:
-        if self.barrier is not None and run_id not in self._waited:
-            self._waited.add(run_id)
-            (self.barrier / f"{run_id}.{os.getpid()}").touch()
+    async def _wait_for_the_others(self, run_id: str, stage: str) -> None:
+        if self.barrier is not None and (run_id, stage) not in self._waited:
+            self._waited.add((run_id, stage))
+            (self.barrier / f"{run_id}.{stage}.{os.getpid()}").touch()
             deadline = asyncio.get_running_loop().time() + 30
-            while len(list(self.barrier.glob(f"{run_id}.*"))) < self.parties:
+            while len(list(self.barrier.glob(f"{run_id}.{stage}.*"))) < self.parties:
                 if asyncio.get_running_loop().time() > deadline:
                     raise TimeoutError(f"the other workers never reached run {run_id!r}")
                 await asyncio.sleep(0.001)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tether import Action, Agent, FunctionPolicy, tool
-from tether.strategies import parse_plan, plan_and_execute, reflect
+from tether.strategies import parse_plan, plan_and_execute, plan_execute_agent, reflect
 from tether.testing import ScriptedModel
 
 
@@ -68,3 +70,95 @@ def _run(coro):
     import asyncio
 
     return asyncio.run(coro)
+
+
+# -- strategies are runs: they pause, resume across processes, and survive a crash ----------
+
+
+def _desk_executor(store, ran):  # type: ignore[no-untyped-def]
+    from tether import Agent, tool
+
+    @tool(effect="none")
+    def look(order_id: str) -> str:
+        """Look up an order."""
+        ran.append(f"look {order_id}")
+        return f"{order_id}: $79"
+
+    @tool(approval=True)
+    def refund(order_id: str) -> str:
+        """Refund (a person approves)."""
+        ran.append(f"refund {order_id}")
+        return f"refunded {order_id}"
+
+    def brain(ctx, tools):  # type: ignore[no-untyped-def]
+        task = [m for m in ctx if m.role == "user"][-1].content
+        if "Step 1" in task and ctx.last().role == "user":
+            return Action("look", {"order_id": "A1"})
+        if "Step 2" in task and ctx.last().role == "user":
+            return Action("refund", {"order_id": "A1"})
+        if "Step 3" in task:
+            return "told: " + [m for m in ctx if m.role == "tool"][-1].content  # step 2's work, in this notebook
+        return f"done: {ctx.last().content}"
+
+    return Agent(FunctionPolicy(brain), [look, refund], store=store, name="executor")
+
+
+PLAN = "1. look up A1\n2. refund A1\n3. tell the customer"
+
+
+def test_a_plan_paused_in_step_two_is_approved_elsewhere_and_finishes_without_redoing_step_one() -> None:
+    from tether import record_decisions
+    from tether.stores.memory import MemoryStore
+
+    store, ran = MemoryStore(), []
+    paused = _run(plan_and_execute(ScriptedModel([PLAN]), _desk_executor(store, ran), "refund A1", run_id="p1"))
+    assert paused.status == "paused" and ran == ["look A1"]
+    assert paused.run is not None
+    [item] = paused.run.pending
+    assert item.label == "plan-and-execute › executor › refund"
+    _run(record_decisions(store, "p1", lambda s: s.approve(item.id, by="ana")))  # another process
+    agent = plan_execute_agent(ScriptedModel([]), _desk_executor(store, ran))  # the planner is not asked again
+    done = _run(agent.run(run_id="p1"))
+    assert done.status == "finished" and ran == ["look A1", "refund A1"]
+    assert done.output == "told: refunded A1"  # step 3 saw step 2's work
+
+
+def test_a_plan_killed_mid_step_resumes_from_its_store() -> None:
+    from tether.stores.memory import MemoryStore
+    from tether.testing import CrashingStore, SimulatedCrash
+
+    store, ran = MemoryStore(), []
+
+    def look_finished(ev) -> bool:  # type: ignore[no-untyped-def]
+        return ev.kind == "tool-finished" and ev.result.name == "look"
+
+    crashing = CrashingStore(store, look_finished)
+    with pytest.raises(SimulatedCrash):
+        _run(plan_and_execute(ScriptedModel([PLAN]), _desk_executor(crashing, ran), "refund A1", run_id="p1"))
+    agent = plan_execute_agent(ScriptedModel([]), _desk_executor(store, ran))
+    paused = _run(agent.run(run_id="p1"))
+    assert paused.status == "paused" and ran == ["look A1"]  # the finished look was not run again
+
+
+def test_critic_verifies_with_its_own_tools_before_the_answer_is_accepted() -> None:
+    from tether import tool
+
+    checked: list[str] = []
+
+    @tool(effect="none")
+    def ledger(order_id: str) -> str:
+        """What the ledger says about an order."""
+        checked.append(order_id)
+        return "A1 was refunded $79"
+
+    def critic_brain(ctx, tools):  # type: ignore[no-untyped-def]
+        if ctx.last().role == "user":
+            return Action("ledger", {"order_id": "A1"})
+        answer = [m for m in ctx if m.role == "user"][-1].content
+        return "OK" if "$79" in answer else "The ledger says $79 was refunded; say so."
+
+    writer = Agent(ScriptedModel(["A1 was refunded.", "A1 was refunded $79."]))
+    result = _run(reflect(writer, "What happened to A1?", Agent(FunctionPolicy(critic_brain), [ledger])))
+    assert result.output == "A1 was refunded $79." and checked == ["A1", "A1"]
+    verdicts = [m.content for m in result.context if m.role == "assistant" and m.content.startswith("critic says")]
+    assert verdicts == ["critic says: The ledger says $79 was refunded; say so."]
