@@ -215,6 +215,8 @@ def settings_for_run(settings: Settings, meta: Mapping[str, str], run_id: str) -
                 f"run {run_id!r} was started with {flag} {was}, not {asked}: resume it without "
                 f"{flag} to continue as it started"
             )
+    if not Path(meta["workspace"]).is_dir():
+        raise ConfigError(f"run {run_id!r} was started in {meta['workspace']!r}, which is no longer a directory")
     ws = workspace_dir(meta["workspace"])
     check_store(ws, settings.store_url)
     return replace(

@@ -20,6 +20,7 @@ decisions refuse a key whose id differs, saying so, before recording anything.
 >>> sorted(meta)
 ['key_id', 'model', 'signature', 'workspace']
 >>> check_record(meta, b"k" * 32, "run1", "TETHER_SIGNING_KEY")
+True
 """
 
 from __future__ import annotations
@@ -110,14 +111,17 @@ def run_meta(fields: Mapping[str, str], key: bytes) -> dict[str, str]:
     return {**meta, "signature": _mac(key, meta)}
 
 
-def check_record(meta: Mapping[str, str], key: bytes, run_id: str, source: str) -> None:
-    """Refuse a key other than the one the run was started with, or a record that was altered.
+def check_record(meta: Mapping[str, str], key: bytes, run_id: str, source: str) -> bool:
+    """True if ``meta`` is a record signed with ``key``; False if the run has none.
 
-    A run recorded without a key id (started by another program) is not checked.
+    Raises for a key other than the one the run was started with, and for a
+    record that was altered. A record without a key id (a run started by
+    another program, or written into the store by someone without the key) is
+    no record: nothing in it is used.
     """
     recorded = meta.get("key_id")
     if not recorded:
-        return
+        return False
     if recorded != key_id(key):
         raise ConfigError(
             f"run {run_id!r} was started with another signing key (id {recorded}) than this command's "
@@ -126,3 +130,4 @@ def check_record(meta: Mapping[str, str], key: bytes, run_id: str, source: str) 
         )
     if not hmac.compare_digest(meta.get("signature", ""), _mac(key, meta)):
         raise StateTampered(f"the record of how run {run_id!r} was started has a bad signature")
+    return True

@@ -142,12 +142,14 @@ class Session:
         """The settings ``run_id`` continues with, after checking this command's key against its record."""
         events = await self.store.load(run_id)
         meta = events[0].meta if events and isinstance(events[0], RunStarted) else {}
-        self.check_key(run_id, meta)
-        return settings_for_run(self.settings, meta, run_id)
+        return settings_for_run(self.settings, meta if self.check_key(run_id, meta) else {}, run_id)
 
-    def check_key(self, run_id: str, meta: dict[str, str]) -> None:
-        """Refuse to act on a run started with another signing key (see :mod:`tether.cli._keys`)."""
-        check_record(meta, self.key, run_id, key_source(self.settings.store_url, self.settings.env))
+    def check_key(self, run_id: str, meta: dict[str, str]) -> bool:
+        """Refuse to act on a run started with another signing key (see :mod:`tether.cli._keys`).
+
+        True if the run's record is signed with this store's key (and may be used).
+        """
+        return check_record(meta, self.key, run_id, key_source(self.settings.store_url, self.settings.env))
 
     # -- runs ------------------------------------------------------------------
 
