@@ -75,6 +75,7 @@ def test_an_agent_whose_workspace_holds_the_user_config_never_starts(
         "key; give the agent a project directory instead (cd into it, or pass --workspace DIR)\n"
     )
     assert not config.exists()
+    assert not (workspace / ".tether").exists()  # refused before anything was written
     assert server.requests == []  # the secret went nowhere
 
 

@@ -88,6 +88,8 @@ class Session:
         self._key: bytes | None = None
 
     def __enter__(self) -> Session:
+        if self.create:  # about to start an agent here: refuse before anything is written
+            check_user_config(self.settings.workspace, user_config_dir(self.settings.env))
         db = sqlite_path(self.settings.store_url)
         if not self.create and db is not None and not db.exists():
             raise ConfigError(
