@@ -11,7 +11,9 @@ import asyncio
 import getpass
 import json
 import os
+import sqlite3
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -332,3 +334,26 @@ def test_runs_tells_a_decided_run_from_one_still_waiting(tether, script, ws) -> 
     listed = {r["run_id"]: r for r in map(json.loads, tether("runs", "--json").lines())}
     assert (listed[decided]["status"], listed[decided]["decided"]) == ("paused", True)
     assert (listed[undecided]["status"], listed[undecided]["decided"]) == ("paused", False)
+
+
+def test_runs_shows_a_run_whose_worker_died_as_interrupted_once_its_lease_expired(tether, script, ws) -> None:
+    model = script([APPEND, {"answer": "{last_tool_result}"}])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+    tether("approve", rid)
+    crashed = tether("resume", rid, env={"TETHER_CRASH_AT": "after_started_commit"})
+    assert crashed.code == -9  # killed holding the run's lease
+
+    def row() -> tuple[str, bool]:
+        [listed] = [r for r in map(json.loads, tether("runs", "--json").lines()) if r["run_id"] == rid]
+        [line] = [line for line in tether("runs").lines() if line.startswith(rid)]
+        assert listed["status"] == "running"
+        return line.split("  ")[1].strip(), listed["interrupted"]
+
+    assert row() == ("running", False)  # its lease is still live: it may be running elsewhere
+    with sqlite3.connect(ws / ".tether" / "runs.db") as db:  # the lease runs out (no need to wait for it)
+        db.execute("UPDATE leases SET expires_at = ? WHERE run_id = ?", (time.time() - 1, rid))
+    assert row() == ("interrupted (resume it)", True)
+    resumed = tether("resume", "--all")
+    assert resumed.err.splitlines()[0] == f"== resuming run {rid}"
+    assert tether("runs", "--status", "needs-decision").out.count(rid) == 1
+    assert _count(ws) == 0

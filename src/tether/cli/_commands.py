@@ -24,6 +24,7 @@ from ..events import Cancelled, Event, RunStarted, to_dict
 from ..exceptions import StateError, TetherError, UserError
 from ..journal import state_of
 from ..state import Decision, RunState
+from ..store import RunInfo
 from ._config import Settings, load_settings, location
 from ._decide import (
     Choice,
@@ -185,7 +186,10 @@ def chat(**opts: Any) -> None:
 @model_options
 @store_options
 @click.option(
-    "--all", "every", is_flag=True, help="Resume every failed run and every paused run whose calls are all decided."
+    "--all",
+    "every",
+    is_flag=True,
+    help="Resume every failed or interrupted run and every paused run whose calls are all decided.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line.")
 @click.option("--no-input", is_flag=True, help="Never ask: pause again when a call needs approval.")
@@ -220,15 +224,21 @@ def inline_asker(as_json: bool, no_input: bool) -> Asker | None:
 
 
 async def resumable(session: Session) -> list[str]:
-    """Runs ``resume --all`` continues: failed ones, and paused ones with every call decided."""
+    """Runs ``resume --all`` continues: failed, interrupted, and paused ones with every call decided."""
     ids = []
     for info in await session.store.list_runs(limit=100_000):
         decided = info.status in ("paused", "needs-decision") and not waiting(
             await load_state(session.store, info.run_id)
         )
-        if info.status == "failed" or decided:
+        if info.status == "failed" or interrupted(info) or decided:
             ids.append(info.run_id)
     return ids
+
+
+def interrupted(info: RunInfo) -> bool:
+    """True for a run left ``running`` whose worker's lease has expired: its worker is gone."""
+    expiry = info.lease_expires_at
+    return info.status == "running" and expiry is not None and expiry < time.time()
 
 
 def finish(outcome: Outcome, settings: Settings) -> NoReturn:
@@ -260,18 +270,28 @@ def runs(status: str | None, limit: int, as_json: bool, **opts: Any) -> None:
     if as_json:
         for i in infos:
             fields = {"run_id": i.run_id, "status": i.status, "decided": decided(events[i.run_id])}
-            fields |= {"events": i.seq, "created_at": i.created_at, "updated_at": i.updated_at}
+            fields |= {"interrupted": interrupted(i), "events": i.seq}
+            fields |= {"created_at": i.created_at, "updated_at": i.updated_at}
             click.echo(json_line({**fields, "task": first_task(events[i.run_id])}))
         return
     if not infos:
         say("no runs" + (f" with status {status!r}" if status else ""))
         return
-    labels = {i.run_id: f"{i.status} (decided, resume it)" if decided(events[i.run_id]) else i.status for i in infos}
+    labels = {i.run_id: status_label(i, events[i.run_id]) for i in infos}
     width = max(14, *map(len, labels.values()))
     click.echo(f"{'RUN':32}  {'STATUS':{width}}  {'UPDATED':19}  TASK")
     for i in infos:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(i.updated_at))
         say(f"{i.run_id:32}  {labels[i.run_id]:{width}}  {when}  {short(first_task(events[i.run_id]), 60)}")
+
+
+def status_label(info: RunInfo, events: Sequence[Event]) -> str:
+    """The status ``tether runs`` shows: the store's, or what a person should do about it."""
+    if decided(events):
+        return f"{info.status} (decided, resume it)"
+    if interrupted(info):
+        return "interrupted (resume it)"
+    return info.status
 
 
 def decided(events: Sequence[Event]) -> bool:

@@ -84,7 +84,7 @@ async def record(
     return await record_decisions(store, run_id, apply, replace=replace)
 
 
-PAST = {"approve": "approved", "deny": "denied", "retry": "set to run again", "skip": "skipped"}
+PAST = {"approve": "approved", "deny": "denied", "retry": "set to run again", "skip": "skipped", "answer": "answered"}
 
 
 def same(d: Decision, c: Choice) -> bool:
@@ -96,7 +96,7 @@ def described(d: Decision) -> str:
     """``approved by cli:me`` / ``denied by cli:me ("not now")``, for messages."""
     edited = f" with {json.dumps(d.args, sort_keys=True)}" if d.args is not None else ""
     said = f" ({d.message!r})" if d.message else ""
-    return f"{PAST[d.verdict]}{edited} by {d.by or '?'}{said}"
+    return f"{PAST.get(d.verdict, d.verdict)}{edited} by {d.by or '?'}{said}"
 
 
 def check_replacing(state: RunState, choices: Sequence[Choice], replace: bool) -> list[Choice]:
@@ -132,7 +132,8 @@ def waiting(state: RunState) -> list[PendingCall]:
     return [
         p
         for p in state.pending
-        if p.call.id not in decided and (p.status == "awaiting-approval" or state.status == "needs-decision")
+        if p.call.id not in decided
+        and (p.status in ("awaiting-approval", "awaiting-answer") or state.status == "needs-decision")
     ]
 
 
