@@ -29,8 +29,6 @@ from ..exceptions import StoreError, UserError
 from ..providers.presets import PRESETS
 from ._errors import ConfigError
 from ._trust import STATE_DIR, check_store, check_workspace, user_config_dir
-from ._errors import ConfigError
-from ._trust import STATE_DIR, check_store, check_workspace, user_config_dir
 
 if TYPE_CHECKING:
     from ..agent import Agent
