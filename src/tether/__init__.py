@@ -10,6 +10,17 @@ store, and resume later in another process.
 >>> from tether.testing import ScriptedModel, Action
 """
 
+# ruff: noqa: E402
+# `python -m tether` imports this package while the current directory is first on
+# sys.path, so a workspace's json.py would shadow the standard library: drop that entry
+# before anything else is imported (sys and os are loaded at interpreter start-up).
+import os as _os
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"] and _sys.path[:1] in ([""], [_os.path.abspath("")]):
+    del _sys.path[0]
+del _os, _sys
+
 from .agent import Agent, RunResult
 from .context import Context
 from .events import (

@@ -1,10 +1,12 @@
 """Fixtures for the command-line tests: real ``tether`` processes, scripted brains.
 
-Every test runs ``python -m tether`` as a subprocess (or under a pseudo-terminal
-with pexpect) with a clean environment: no model or key variables, ``HOME``
-pointing at an empty directory so no user config leaks in. Brains come from
-``--model scripted:FILE``; tools are the real workspace toolkit, whose shell and
-python tools run in the real bubblewrap sandbox.
+Every test runs the ``tether`` command users run (the console script installed
+beside this Python) as a subprocess, or under a pseudo-terminal with pexpect,
+with a clean environment: no model or key variables, ``HOME`` pointing at an
+empty directory so no user config leaks in, and this worktree's sources first
+on ``PYTHONPATH``. Brains come from ``--model scripted:FILE``; tools are the
+real workspace toolkit, whose shell and python tools run in the real
+bubblewrap sandbox.
 """
 
 from __future__ import annotations
@@ -13,14 +15,23 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
+TETHER = str(Path(sys.executable).parent / "tether")  # what `pip install -e '.[cli]'` put on PATH
+
+
+@pytest.fixture(scope="session")
+def tether_script() -> str:
+    """The path of the ``tether`` command."""
+    assert os.access(TETHER, os.X_OK), f"the tether console script is missing: {TETHER} (pip install -e '.[cli]')"
+    return TETHER
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,7 @@ def ws(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def tether(home: Path, ws: Path) -> Callable[..., Done]:
+def tether(home: Path, ws: Path, tether_script: str) -> Callable[..., Done]:
     """``tether(*args, cwd=ws, env={...}, stdin="")``: run the command line to its end."""
 
     def run(
@@ -79,7 +90,7 @@ def tether(home: Path, ws: Path) -> Callable[..., Done]:
         stdin: str = "",
         python_prelude: str | None = None,
     ) -> Done:
-        argv = [sys.executable, "-m", "tether", *args]
+        argv = [tether_script, *args]
         if python_prelude is not None:
             code = f"{python_prelude}\nimport sys\nfrom tether.cli import main\nmain(sys.argv[1:])"
             argv = [sys.executable, "-c", code, *args]
@@ -108,3 +119,27 @@ def script(tmp_path: Path) -> Callable[[list[Any]], str]:
         return f"scripted:{path}"
 
     return write
+
+
+@pytest.fixture
+def spawn(cli_env, ws: Path, tether_script: str) -> Iterator[Callable[..., pexpect.spawn]]:
+    """``spawn(*args, cwd=ws)``: ``tether`` under a pseudo-terminal (pexpect), closed at the end."""
+    children: list[pexpect.spawn] = []
+
+    def start(*args: str, cwd: Path | None = None) -> pexpect.spawn:
+        env = cli_env(TERM="xterm", COLUMNS="200", LINES="40")
+        child = pexpect.spawn(
+            tether_script,
+            list(args),
+            cwd=str(cwd or ws),
+            env=env,
+            encoding="utf-8",
+            dimensions=(40, 200),
+            timeout=30,
+        )
+        children.append(child)
+        return child
+
+    yield start
+    for child in children:
+        child.close(force=True)

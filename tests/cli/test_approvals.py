@@ -8,9 +8,12 @@ effect really happened.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import os
+import sqlite3
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +26,7 @@ from tether.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.sandbox
 
+ME = f"cli:{getpass.getuser()}"  # who the command line says decided
 APPEND = {"tool": "shell", "args": {"command": "echo ran >> count.txt && wc -l < count.txt"}}
 
 
@@ -109,15 +113,22 @@ def test_show_lists_waiting_calls_with_full_arguments_and_hash(tether, script) -
     assert f'      "content": "{long}"' in lines  # never shortened: what you see is what you sign
 
 
-def test_a_decision_signed_with_another_key_is_refused(tether, script, ws) -> None:
+def test_a_decision_signed_with_another_key_is_refused_when_it_is_made(tether, script, ws) -> None:
     model = script([APPEND, "done"])
     rid = _run_id(tether("run", "count", "--model", model).err)
-    forged = tether("approve", rid, env={"TETHER_SIGNING_KEY": "00" * 32})
-    assert forged.code == 0, forged.err
-    refused = tether("resume", rid, "--model", model)
-    assert refused.code == 2
-    assert refused.err == "error: decision for call 'call_1_0' has a bad or missing signature\n"
+    other = tether("approve", rid, env={"TETHER_SIGNING_KEY": "00" * 32})
+    assert other.code == 2
+    assert other.err.startswith(f"error: run {rid!r} was started with another signing key (id ")
+    assert other.err.endswith(
+        "from TETHER_SIGNING_KEY); decisions signed with it would be refused: use the key the run was "
+        "started with (TETHER_SIGNING_KEY, or the signing.key beside the store)\n"
+    )
+    assert "bad or missing signature" not in tether("show", rid).out  # nothing was recorded
+    assert tether("approve", rid).code == 0  # with the store's own key
+    assert tether("resume", rid, env={"TETHER_SIGNING_KEY": "00" * 32}).code == 2  # nor resumed with another
     assert _count(ws) == 0
+    assert tether("resume", rid).code == 0
+    assert _count(ws) == 1
 
 
 def test_an_unsigned_decision_written_into_the_store_is_refused(tether, script, ws) -> None:
@@ -224,12 +235,125 @@ def pg_url() -> Iterator[str]:
 @pytest.mark.postgres
 def test_the_approval_flow_on_a_postgresql_store(tether, script, ws, tmp_path, pg_url: str) -> None:
     model = script([APPEND, {"answer": "lines now: {last_tool_result}"}])
-    rid = _run_id(tether("run", "count", "--model", model, "--store", pg_url).err)
-    assert tether("approve", rid, "--store", pg_url).code == 0
+    without = tether("run", "count", "--model", model, "--store", pg_url)
+    assert without.code == 2 and without.err.startswith("error: a postgresql store needs TETHER_SIGNING_KEY")
+    key = {"TETHER_SIGNING_KEY": "5e" * 32}
+    rid = _run_id(tether("run", "count", "--model", model, "--store", pg_url, env=key).err)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    done = tether("resume", rid, "--model", model, "--store", pg_url, "--workspace", str(ws), cwd=elsewhere)
+    assert tether("approve", rid, "--store", pg_url, env=key, cwd=elsewhere).code == 0
+    done = tether("resume", rid, "--store", pg_url, env=key, cwd=elsewhere)  # the run knows its workspace
     assert done.code == 0, done.err
     assert done.lines()[-1] == "  final answer: lines now: 1"
     assert _count(ws) == 1
     assert not (ws / ".tether" / "runs.db").exists()  # nothing went to the default store
+    assert not (elsewhere / ".tether").exists()
+
+
+def test_resume_continues_with_the_recorded_brain_and_workspace_from_anywhere(tether, script, ws, tmp_path) -> None:
+    model = script([APPEND, {"answer": "lines now: {last_tool_result}"}])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    store = f"sqlite:///{ws / '.tether' / 'runs.db'}"
+    approved = tether("approve", rid, "--store", store, cwd=elsewhere)
+    assert approved.code == 0, approved.err
+    hint = approved.lines()[-1]
+    assert hint == f"continue with: tether resume {rid} --store {store}"
+
+    other = script(["a different brain"])
+    for flag, value, was in [
+        ("--model", other, model),
+        ("--workspace", str(elsewhere), str(ws)),
+        ("--base-url", "http://127.0.0.1:9/v1", "(none)"),
+    ]:
+        refused = tether(*hint.split()[3:], flag, value, cwd=elsewhere)
+        assert refused.code == 2
+        assert refused.err == (
+            f"error: run {rid!r} was started with {flag} {was}, not {value.rstrip('/')}: resume it without "
+            f"{flag} to continue as it started\n"
+        )
+    assert _count(ws) == 0
+
+    done = tether(*hint.split()[3:], cwd=elsewhere)  # exactly the hint: no --model, no --workspace
+    assert done.code == 0, done.err
+    assert done.lines()[-1] == "  final answer: lines now: 1"
+    assert _count(ws) == 1 and _count(elsewhere) == 0  # it ran where the run started
+
+
+def test_deciding_from_another_directory_uses_the_key_kept_with_the_store(tether, script, ws, tmp_path) -> None:
+    model = script([APPEND, "done"])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    store = f"sqlite:///{ws / '.tether' / 'runs.db'}"
+    assert tether("approve", rid, "--store", store, cwd=elsewhere).code == 0
+    assert list(elsewhere.iterdir()) == []  # no second key (nor anything else) made here
+    assert sorted(p.name for p in (ws / ".tether").iterdir() if "runs.db" not in p.name) == ["signing.key"]
+    done = tether("resume", rid, "--store", store, cwd=elsewhere)
+    assert done.code == 0, done.err
+    assert _count(ws) == 1
+
+
+def test_a_recorded_decision_stands_until_it_is_replaced_explicitly(tether, script, ws) -> None:
+    model = script([APPEND, {"answer": "the tool said: {last_tool_result}"}])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+    assert tether("approve", rid).code == 0
+    denied = tether("deny", rid, "call_1_0", "-m", "changed my mind")
+    assert denied.code == 2
+    assert denied.err == (
+        f"error: call 'call_1_0' is already approved by {ME}; that decision stands until the run resumes "
+        "(pass --replace to change it)\n"
+    )
+    again = tether("approve", rid, "call_1_0")
+    assert again.code == 0
+    assert again.lines()[0] == f"call_1_0 is already approved by {ME}: nothing changed"
+    assert f"call_1_0 is already approved by {ME}" in tether("approve", rid).err  # nothing left to approve
+
+    replaced = tether("deny", rid, "call_1_0", "-m", "changed my mind", "--replace")
+    assert replaced.code == 0, replaced.err
+    assert replaced.lines()[0] == (
+        "denied call_1_0: shell "
+        '{"command": "echo ran >> count.txt && wc -l < count.txt"}'
+        f" (replaces: approved by {ME})"
+    )
+    done = tether("resume", rid)
+    assert done.code == 0, done.err
+    assert done.lines()[-1] == "  final answer: the tool said: a human denied this call: changed my mind"
+    assert _count(ws) == 0
+
+
+def test_runs_tells_a_decided_run_from_one_still_waiting(tether, script, ws) -> None:
+    model = script([APPEND, "done"])
+    decided = _run_id(tether("run", "one", "--model", model).err)
+    undecided = _run_id(tether("run", "two", "--model", model).err)
+    tether("approve", decided)
+    rows = {line.split()[0]: line for line in tether("runs").lines()[1:]}
+    assert rows[decided].split("  ")[1].strip() == "paused (decided, resume it)"
+    assert rows[undecided].split("  ")[1].strip() == "paused"
+    listed = {r["run_id"]: r for r in map(json.loads, tether("runs", "--json").lines())}
+    assert (listed[decided]["status"], listed[decided]["decided"]) == ("paused", True)
+    assert (listed[undecided]["status"], listed[undecided]["decided"]) == ("paused", False)
+
+
+def test_runs_shows_a_run_whose_worker_died_as_interrupted_once_its_lease_expired(tether, script, ws) -> None:
+    model = script([APPEND, {"answer": "{last_tool_result}"}])
+    rid = _run_id(tether("run", "count", "--model", model).err)
+    tether("approve", rid)
+    crashed = tether("resume", rid, env={"TETHER_CRASH_AT": "after_started_commit"})
+    assert crashed.code == -9  # killed holding the run's lease
+
+    def row() -> tuple[str, bool]:
+        [listed] = [r for r in map(json.loads, tether("runs", "--json").lines()) if r["run_id"] == rid]
+        [line] = [line for line in tether("runs").lines() if line.startswith(rid)]
+        assert listed["status"] == "running"
+        return line.split("  ")[1].strip(), listed["interrupted"]
+
+    assert row() == ("running", False)  # its lease is still live: it may be running elsewhere
+    with sqlite3.connect(ws / ".tether" / "runs.db") as db:  # the lease runs out (no need to wait for it)
+        db.execute("UPDATE leases SET expires_at = ? WHERE run_id = ?", (time.time() - 1, rid))
+    assert row() == ("interrupted (resume it)", True)
+    resumed = tether("resume", "--all")
+    assert resumed.err.splitlines()[0] == f"== resuming run {rid}"
+    assert tether("runs", "--status", "needs-decision").out.count(rid) == 1
+    assert _count(ws) == 0

@@ -6,10 +6,10 @@ pexpect gives the process a real terminal, so the command shows its live view
 
 from __future__ import annotations
 
+import json
 import os
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,29 +17,6 @@ import pexpect
 import pytest
 
 pytestmark = pytest.mark.sandbox
-
-
-@pytest.fixture
-def spawn(cli_env, ws: Path) -> Iterator[Callable[..., pexpect.spawn]]:
-    children: list[pexpect.spawn] = []
-
-    def start(*args: str) -> pexpect.spawn:
-        env = cli_env(TERM="xterm", COLUMNS="200", LINES="40")
-        child = pexpect.spawn(
-            sys.executable,
-            ["-m", "tether", *args],
-            cwd=str(ws),
-            env=env,
-            encoding="utf-8",
-            dimensions=(40, 200),
-            timeout=30,
-        )
-        children.append(child)
-        return child
-
-    yield start
-    for child in children:
-        child.close(force=True)
 
 
 def _prompt(child: pexpect.spawn, text: str) -> None:
@@ -81,7 +58,7 @@ def test_a_conversation_with_approvals_denials_edits_and_clear(spawn, script, ws
     _prompt(chat, "write another")
     chat.expect_exact("allow? [y]es, [n]o, [e]dit: ")
     chat.sendline("e")
-    chat.expect_exact("new arguments as JSON: ")
+    chat.expect_exact("new arguments as JSON (empty line: back): ")
     chat.sendline('{"path": "other.txt", "content": "final"}')
     chat.expect_exact("created 'other.txt' (5 bytes)")
     assert (ws / "other.txt").read_text() == "final"
@@ -182,3 +159,67 @@ def test_ctrl_c_while_the_model_streams_cancels_the_turn(spawn) -> None:
         server.assert_consumed()
     asked = [m["content"] for m in server.requests[1].json()["messages"] if m["role"] == "user"]
     assert asked == ["tell me a story", "a short one, please"]  # the conversation went on
+
+
+APPEND = {"tool": "shell", "args": {"command": "echo ran >> count.txt && wc -l < count.txt"}}
+
+
+def _runs(tether) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    return [json.loads(line) for line in tether("runs", "--json").lines()]
+
+
+def test_the_approval_question_takes_whole_words_only(spawn, script, ws: Path) -> None:
+    run = spawn("run", "count", "--model", script([APPEND, {"answer": "{last_tool_result}"}]))
+    for answer in ("yikes, no!", "exit", "Yeah", "edit it"):
+        run.expect_exact("allow? [y]es, [n]o, [e]dit: ")
+        run.sendline(answer)
+        run.expect_exact("please answer yes, no or edit (or y, n or e)")
+    run.expect_exact("allow? [y]es, [n]o, [e]dit: ")
+    run.sendline("edit")
+    run.expect_exact("new arguments as JSON (empty line: back): ")
+    run.sendline("")  # changed my mind: back to the question
+    run.expect_exact("allow? [y]es, [n]o, [e]dit: ")
+    run.sendline("NO")
+    run.expect_exact("tell the model why (optional): ")
+    run.sendline("not today")
+    run.expect_exact("final answer: a human denied this call: not today")
+    run.expect(pexpect.EOF)
+    run.close()
+    assert run.exitstatus == 0
+    assert not (ws / "count.txt").exists()
+
+
+def test_piped_input_that_is_no_answer_leaves_the_chat_run_paused(tether, script, ws: Path) -> None:
+    model = script([APPEND, {"answer": "lines now: {last_tool_result}"}])
+    done = tether("chat", "--model", model, stdin="count, please\nexit\n")
+    assert done.code == 0, done.err
+    assert "please answer yes, no or edit" in done.out  # `exit` is not an answer
+    assert not (ws / "count.txt").exists()
+    [paused] = _runs(tether)
+    assert (paused["status"], paused["decided"]) == ("paused", False)
+    assert f"  then:     tether resume {paused['run_id']}" in done.out.splitlines()
+    assert tether("approve", paused["run_id"]).code == 0
+    resumed = tether("resume", paused["run_id"])
+    assert resumed.code == 0, resumed.err
+    assert resumed.lines()[-1] == "  final answer: lines now: 1"
+
+
+def test_ctrl_c_at_the_approval_question_pauses_the_chat_run_and_the_chat_goes_on(
+    spawn, tether, script, ws: Path
+) -> None:
+    model = script([APPEND, {"answer": "lines now: {last_tool_result}"}])
+    chat = spawn("chat", "--model", model)
+    _prompt(chat, "count, please")
+    chat.expect_exact("allow? [y]es, [n]o, [e]dit: ")
+    chat.sendintr()
+    chat.expect_exact("(left undecided)")
+    chat.expect_exact("then:     tether resume ")
+    _prompt(chat, "are you there?")  # the model is told the call has not run
+    chat.expect_exact("agent: lines now: the user has not decided on this call yet (its run is paused); it has not run")
+    _prompt(chat, "exit")
+    chat.expect(pexpect.EOF)
+    assert not (ws / "count.txt").exists()
+    paused = [r for r in _runs(tether) if r["task"] == "count, please"]
+    assert [r["status"] for r in paused] == ["paused"]
+    assert tether("approve", paused[0]["run_id"]).code == 0
+    assert tether("resume", paused[0]["run_id"]).lines()[-1] == "  final answer: lines now: 1"

@@ -9,15 +9,9 @@ from pathlib import Path
 import pytest
 
 from tether import Agent, Context, Message, tool
-from tether.cli._config import (
-    ConfigError,
-    ModelSpec,
-    default_store_url,
-    load_settings,
-    make_policy,
-    parse_model,
-    signing_key,
-)
+from tether.cli._config import ModelSpec, default_store_url, load_settings, make_policy, parse_model
+from tether.cli._errors import ConfigError
+from tether.cli._keys import signing_key
 from tether.cli._scripted import load_script
 
 
@@ -73,17 +67,21 @@ def test_config_values_are_type_checked(tmp_path: Path) -> None:
         load_settings(workspace=str(tmp_path), env={"HOME": str(tmp_path)})
 
 
-def test_signing_key_from_the_environment_or_a_private_file(tmp_path: Path) -> None:
-    env = {"HOME": str(tmp_path)}
-    s = load_settings(workspace=str(tmp_path), env={**env, "TETHER_SIGNING_KEY": "ab" * 32})
-    assert signing_key(s) == bytes.fromhex("ab" * 32)
-    s = load_settings(workspace=str(tmp_path), env={**env, "TETHER_SIGNING_KEY": "not hex but long enough"})
-    assert signing_key(s) == b"not hex but long enough"
-    s = load_settings(workspace=str(tmp_path), env=env)
-    first = signing_key(s)
-    path = tmp_path / ".tether" / "signing.key"
+def test_signing_key_from_the_environment_or_a_private_file_beside_the_store(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'db' / 'runs.db'}"
+    assert signing_key(url, {"TETHER_SIGNING_KEY": "ab" * 32}, create=True) == bytes.fromhex("ab" * 32)
+    assert (
+        signing_key(url, {"TETHER_SIGNING_KEY": "not hex but long enough"}, create=True) == b"not hex but long enough"
+    )
+    with pytest.raises(ConfigError, match=r"the store has no signing key: .*signing\.key' does not exist"):
+        signing_key(url, {}, create=False)  # deciding never makes a key
+    first = signing_key(url, {}, create=True)
+    path = tmp_path / "db" / "signing.key"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(first) == 32
-    assert signing_key(s) == first  # made once, then read
+    assert signing_key(url, {}, create=False) == signing_key(url, {}, create=True) == first  # made once, then read
+    assert signing_key("memory://", {}, create=True) != signing_key("memory://", {}, create=True)
+    with pytest.raises(ConfigError, match="a postgresql store needs TETHER_SIGNING_KEY"):
+        signing_key("postgresql://db/x", {}, create=True)
 
 
 @tool(effect="none")

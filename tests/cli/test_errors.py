@@ -38,14 +38,17 @@ def test_openai_model_without_a_key_names_the_variable(tether) -> None:
 def test_missing_cli_extra(tether) -> None:
     done = tether("--help", python_prelude="import sys; sys.modules['rich'] = None")
     line = _one_line_error(done)
-    assert line == "error: the tether command line needs tether[cli] ('rich' is missing): pip install 'tether[cli]'"
+    assert line == (
+        "error: the tether command line needs tether[cli] ('rich' is missing): "
+        "pip install 'tether[cli]' (in a checkout: pip install -e '.[cli]')"
+    )
 
 
 def test_missing_local_extra(tether) -> None:
     done = tether("run", "hi", python_prelude="import sys; sys.modules['xllamacpp'] = None")
     line = _one_line_error(done)
     assert line.startswith("error: the offline local model needs tether[local]")
-    assert line.endswith("pip install 'tether[local]'")
+    assert line.endswith("pip install 'tether[local]' (in a checkout: pip install -e '.[local]')")
 
 
 def test_missing_postgres_extra(tether) -> None:
@@ -114,3 +117,12 @@ def test_config_file_settings_are_read_and_checked(tether, script, ws: Path, hom
     user.mkdir(parents=True)
     (user / "config.toml").write_text('model = "openai:gpt-4o"\n')
     assert "'openai:gpt-4o' needs an API key" in _one_line_error(tether("run", "hi"))
+
+
+@pytest.mark.postgres
+def test_a_store_that_cannot_be_reached_is_one_plain_line(tether) -> None:
+    url = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
+    for args in (["runs"], ["approve", "0123abcd"], ["run", "hi", "--model", "scripted:x.json"]):
+        line = _one_line_error(tether(*args, "--store", url, env={"TETHER_SIGNING_KEY": "ab" * 32}))
+        assert line.startswith(f"error: cannot open the store {url}: cannot connect to PostgreSQL: ")
+        assert "StoreError" not in line

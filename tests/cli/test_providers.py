@@ -64,9 +64,10 @@ def test_a_provider_failure_fails_the_run_with_status_1_and_says_how_to_resume(t
         lines = failed.err.splitlines()
         rid = lines[0].split()[2]
         assert lines[0].startswith(f"error: run {rid} failed: ") and "context too long" in lines[0]
-        # The hint repeats the brain flags, so resuming does not quietly switch models.
-        assert lines[1] == f"  continue it with: tether resume {rid} --model llama3.1:8b --base-url {server.openai_url}"
-        resumed = tether("resume", rid, *args)
+        # The run recorded its brain: resuming without flags talks to the same server and model.
+        assert lines[1] == f"  continue it with: tether resume {rid}"
+        resumed = tether("resume", rid)
         server.assert_consumed()
+    assert [r.json()["model"] for r in server.requests] == ["llama3.1:8b", "llama3.1:8b"]
     assert resumed.code == 0, resumed.err
     assert resumed.lines()[-1] == "  final answer: recovered"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,7 @@ def _require_default_model() -> None:
         pytest.skip(f"the default local model is not installed: {exc}")
 
 
-def test_the_readme_first_command_counts_python_files_offline(tmp_path: Path) -> None:
+def test_the_readme_first_command_counts_python_files_offline(tmp_path: Path, tether_script: str) -> None:
     readme = (ROOT / "README.md").read_text()
     command = re.search(r"tether run \"([^\"]+)\"", readme)
     assert command is not None, 'the README\'s first screen must show `tether run "..."`'
@@ -43,7 +42,7 @@ def test_the_readme_first_command_counts_python_files_offline(tmp_path: Path) ->
         (tmp_path / name).write_text("x\n")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("TETHER_MODEL")}
     out = subprocess.run(
-        [sys.executable, "-m", "tether", "run", task],
+        [tether_script, "run", task],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr

@@ -86,7 +86,7 @@ def test_a_paused_run_says_how_to_decide_and_exits_3(tether, script, ws: Path) -
         '  call_1_0  write_file {"path": "out.txt", "content": "x"}',
         f"  approve:  tether approve {rid} call_1_0",
         f"  deny:     tether deny {rid} call_1_0 [-m MESSAGE]",
-        f"  then:     tether resume {rid} --model {model}",
+        f"  then:     tether resume {rid}",  # the run recorded its brain: no need to repeat it
     ]
     assert not (ws / "out.txt").exists()
 

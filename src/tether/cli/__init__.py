@@ -1,4 +1,4 @@
-"""The ``tether`` command line (``pip install 'tether[cli]'``).
+"""The ``tether`` command line (``pip install 'tether[cli]'``, or ``pip install -e '.[cli]'`` in a checkout).
 
 ``tether run``, ``chat``, ``runs``, ``show``, ``approve``, ``deny``, ``retry``,
 ``skip``, ``resume`` and ``cancel``; see ``docs/cli.md`` or ``tether --help``.
@@ -24,7 +24,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         import rich  # noqa: F401
     except ImportError as exc:
         sys.stderr.write(
-            f"error: the tether command line needs tether[cli] ({exc.name!r} is missing): pip install 'tether[cli]'\n"
+            f"error: the tether command line needs tether[cli] ({exc.name!r} is missing): "
+            "pip install 'tether[cli]' (in a checkout: pip install -e '.[cli]')\n"
         )
         sys.exit(2)
     from ._commands import cli

@@ -4,8 +4,9 @@ Each line you type is one run, continuing the conversation so far
 (``agent.stream(text, context=...)``). ``exit`` (or Ctrl-D) leaves, ``clear``
 starts a new conversation, Ctrl-C at the prompt clears the line and Ctrl-C
 during a turn cancels that turn. A call that needs approval is asked about
-inline; leaving that question with Ctrl-C cancels the run, and the model is
-told the call never reported back.
+inline; leaving that question (Ctrl-C, or the end of the input) leaves the run
+paused, as ``tether run`` does: it can be decided and resumed later, and the
+conversation goes on with a note telling the model the call has not run.
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ import sys
 from collections.abc import Callable
 
 from ..context import Context
-from ..events import Cancelled
 from ..exceptions import TetherError
 from ..messages import Message
-from ._decide import ask, load_state
-from ._render import Renderer
+from ._config import location
+from ._decide import ask, load_state, pause_hint
+from ._render import Renderer, visible
 from ._session import Outcome, Session
 
 CANCELLED_CALL = "the user cancelled this call before it reported back; its outcome is unknown"
 NOT_RUN_CALL = "the user cancelled the turn before this call ran; it did not run"
+UNDECIDED_CALL = "the user has not decided on this call yet (its run is paused); it has not run"
 HELP = "type a message; `clear` starts over, `exit` or Ctrl-D leaves, Ctrl-C stops a turn"
 
 
@@ -32,7 +34,7 @@ def chat(session: Session, renderer: Renderer, *, read: Callable[[str], str] = i
     _enable_line_editing()
     context: Context | None = None
     model = session.settings.model or "local"
-    print(f"tether chat · model {model} · workspace {session.settings.workspace}\n{HELP}")
+    print(visible(f"tether chat · model {model} · workspace {session.settings.workspace}\n{HELP}"))
     while True:
         try:
             text = read("you> ").strip()
@@ -56,34 +58,20 @@ def turn(session: Session, renderer: Renderer, text: str, context: Context | Non
     try:
         outcome = session.start(text, renderer, context=context)
         outcome = session.settle(outcome, renderer, ask)
-        if outcome.interrupted:
-            _cancel(session, outcome)
-        _report(outcome)
+        _report(outcome, location(session.settings))
         return session.run(_conversation(session, outcome.run_id)) if outcome.run_id else context
     except TetherError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(visible(f"error: {exc}"), file=sys.stderr)
         return context
 
 
-def _report(outcome: Outcome) -> None:
-    if outcome.interrupted:
-        print("(turn cancelled: the waiting call was not run)")
+def _report(outcome: Outcome, where: str) -> None:
+    if outcome.interrupted and outcome.state is not None:
+        print(visible(f"(left undecided)\n{pause_hint(outcome.state, outcome.call_ids, where)}"))
     elif outcome.status == "cancelled":
         print("(turn cancelled)")
     elif outcome.status in ("failed", "limit-reached"):
-        print(f"({outcome.status}: {outcome.reason})")
-
-
-def _cancel(session: Session, outcome: Outcome) -> None:
-    """End a run whose approval the person walked away from."""
-
-    async def cancel() -> None:
-        state = await load_state(session.store, outcome.run_id)
-        await session.store.append(
-            outcome.run_id, [Cancelled("the user left the approval prompt")], expected_seq=state.seq
-        )
-
-    session.run(cancel())
+        print(visible(f"({outcome.status}: {outcome.reason})"))
 
 
 async def _conversation(session: Session, run_id: str) -> Context:
@@ -91,7 +79,10 @@ async def _conversation(session: Session, run_id: str) -> Context:
     state = await load_state(session.store, run_id)
     ctx = Context(state.messages)
     for p in state.pending:
-        note = CANCELLED_CALL if p.status == "started" else NOT_RUN_CALL  # never started: nothing happened
+        if p.status == "started":
+            note = CANCELLED_CALL
+        else:  # never started: nothing happened (yet)
+            note = UNDECIDED_CALL if state.status in ("paused", "needs-decision") else NOT_RUN_CALL
         ctx = ctx.add(Message.tool_result(p.call.id, note, name=p.call.name, is_error=True))
     return ctx
 

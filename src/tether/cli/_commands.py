@@ -2,9 +2,11 @@
 
 Every command finds its runs through ``--workspace`` (default: the current
 directory) and ``--store`` (default: ``sqlite:///<workspace>/.tether/runs.db``).
-The ones that run the agent also take the model options. Exit status: 0 the run
+The ones that run the agent also take the model options; ``resume`` continues
+a run with the brain and workspace it recorded. Exit status: 0 the run
 finished; 1 it failed or hit a limit; 2 bad usage or configuration; 3 it waits
-for a human decision; 130 it was cancelled with Ctrl-C.
+for a human decision; 130 it was cancelled with Ctrl-C. Everything printed
+goes through :func:`~tether.cli._render.visible` (or ``json_line``).
 """
 
 from __future__ import annotations
@@ -14,21 +16,32 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
 
-from ..events import Cancelled, RunStarted, to_dict
+from ..events import Cancelled, Event, RunStarted, to_dict
 from ..exceptions import StateError, TetherError, UserError
 from ..journal import state_of
-from ..state import RunState
-from ._config import Settings, default_store_url, load_settings
-from ._decide import Choice, check_args_for, load_state, pretty_args, record, waiting
-from ._render import PlainRenderer, make_renderer
+from ..state import Decision, RunState
+from ..store import RunInfo
+from ._config import Settings, load_settings, location
+from ._decide import (
+    Choice,
+    check_args_for,
+    check_replacing,
+    described,
+    load_state,
+    pause_hint,
+    pretty_args,
+    record,
+    waiting,
+)
+from ._render import PlainRenderer, json_line, make_renderer, visible
 from ._session import Asker, Outcome, Session
 
 F = TypeVar("F", bound=Callable[..., Any])
+DONE = {"approve": "approved", "deny": "denied", "retry": "will retry", "skip": "skipped"}
 EXIT = {
     "finished": 0,
     "failed": 1,
@@ -40,8 +53,13 @@ EXIT = {
 }
 
 
+def say(text: str, *, err: bool = False) -> None:
+    """Print a line, with any control character in it made visible."""
+    click.echo(visible(text), err=err)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
+    say(f"error: {message}", err=True)
     sys.exit(code)
 
 
@@ -168,7 +186,10 @@ def chat(**opts: Any) -> None:
 @model_options
 @store_options
 @click.option(
-    "--all", "every", is_flag=True, help="Resume every failed run and every paused run whose calls are all decided."
+    "--all",
+    "every",
+    is_flag=True,
+    help="Resume every failed or interrupted run and every paused run whose calls are all decided.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line.")
 @click.option("--no-input", is_flag=True, help="Never ask: pause again when a call needs approval.")
@@ -190,7 +211,7 @@ def resume(run_id: str | None, every: bool, as_json: bool, no_input: bool, **opt
     if not every:
         finish(outcomes[0], settings)
     for o in outcomes:
-        click.echo(f"{o.run_id}  {o.status}  {o.reason}".rstrip(), err=True)
+        say(f"{o.run_id}  {o.status}  {o.reason}".rstrip(), err=True)
     codes = [EXIT.get(o.status, 1) for o in outcomes]
     sys.exit(next((c for c in (1, 3, 130) if c in codes), 0))
 
@@ -203,62 +224,33 @@ def inline_asker(as_json: bool, no_input: bool) -> Asker | None:
 
 
 async def resumable(session: Session) -> list[str]:
-    """Runs ``resume --all`` continues: failed ones, and paused ones with every call decided."""
+    """Runs ``resume --all`` continues: failed, interrupted, and paused ones with every call decided."""
     ids = []
     for info in await session.store.list_runs(limit=100_000):
         decided = info.status in ("paused", "needs-decision") and not waiting(
             await load_state(session.store, info.run_id)
         )
-        if info.status == "failed" or decided:
+        if info.status == "failed" or interrupted(info) or decided:
             ids.append(info.run_id)
     return ids
+
+
+def interrupted(info: RunInfo) -> bool:
+    """True for a run left ``running`` whose worker's lease has expired: its worker is gone."""
+    expiry = info.lease_expires_at
+    return info.status == "running" and expiry is not None and expiry < time.time()
 
 
 def finish(outcome: Outcome, settings: Settings) -> NoReturn:
     """Say how the run ended (on stderr) and exit with its status."""
     rid, where = outcome.run_id, location(settings)
-    brain = where + model_flags(settings)
     if outcome.status in ("paused", "needs-decision") and outcome.state is not None:
-        click.echo(pause_hint(outcome.state, outcome.call_ids, where, brain), err=True)
+        say(pause_hint(outcome.state, outcome.call_ids, where), err=True)
     elif outcome.status == "failed":
-        click.echo(
-            f"error: run {rid} failed: {outcome.reason}\n  continue it with: tether resume {rid}{brain}", err=True
-        )
+        say(f"error: run {rid} failed: {outcome.reason}\n  continue it with: tether resume {rid}{where}", err=True)
     elif outcome.status != "finished":
-        click.echo(f"run {rid} stopped ({outcome.status}): {outcome.reason}", err=True)
+        say(f"run {rid} stopped ({outcome.status}): {outcome.reason}", err=True)
     sys.exit(EXIT.get(outcome.status, 1))
-
-
-def location(settings: Settings) -> str:
-    """The flags another command needs to find this run's store and key."""
-    parts = []
-    if settings.workspace != Path.cwd().resolve():
-        parts.append(f" --workspace {settings.workspace}")
-    if settings.store_url != default_store_url(settings.workspace):
-        parts.append(f" --store {settings.store_url}")
-    return "".join(parts)
-
-
-def model_flags(settings: Settings) -> str:
-    """The brain flags this command was given, so ``tether resume`` continues with the same brain."""
-    return settings.brain_flags
-
-
-def pause_hint(state: RunState, call_ids: Sequence[str], where: str, brain: str = "") -> str:
-    rid = state.run_id
-    calls = [state.pending_call(c) for c in call_ids]
-    lines = [f"paused: run {rid} waits for a decision on {len(calls)} call(s):"]
-    lines += [f"  {p.call.id}  {p.call.name} {p.call.arguments}" for p in calls]
-    one = calls[0].call.id if len(calls) == 1 else "CALL_ID"
-    if state.status == "needs-decision":
-        lines.append(f"  run again:  tether retry {rid} {one}{where}")
-        lines.append(f"  or not:     tether skip {rid} {one} [-m MESSAGE]{where}")
-    else:
-        many = one if len(calls) == 1 else "[CALL_ID...]"
-        lines.append(f"  approve:  tether approve {rid} {many}{where}")
-        lines.append(f"  deny:     tether deny {rid} {one} [-m MESSAGE]{where}")
-    lines.append(f"  then:     tether resume {rid}{brain or where}")
-    return "\n".join(lines)
 
 
 # -- looking ----------------------------------------------------------------------------
@@ -274,33 +266,44 @@ def runs(status: str | None, limit: int, as_json: bool, **opts: Any) -> None:
     """List runs, most recently updated first."""
     with Session(load_settings(**opts), create=False) as session:
         infos = session.run(session.store.list_runs(status=status, limit=limit))
-        tasks = {i.run_id: session.run(first_task(session, i.run_id)) for i in infos}
+        events = {i.run_id: session.run(session.store.load(i.run_id)) for i in infos}
     if as_json:
         for i in infos:
-            click.echo(
-                json.dumps(
-                    {
-                        "run_id": i.run_id,
-                        "status": i.status,
-                        "events": i.seq,
-                        "created_at": i.created_at,
-                        "updated_at": i.updated_at,
-                        "task": tasks[i.run_id],
-                    }
-                )
-            )
+            fields = {"run_id": i.run_id, "status": i.status, "decided": decided(events[i.run_id])}
+            fields |= {"interrupted": interrupted(i), "events": i.seq}
+            fields |= {"created_at": i.created_at, "updated_at": i.updated_at}
+            click.echo(json_line({**fields, "task": first_task(events[i.run_id])}))
         return
     if not infos:
-        click.echo("no runs" + (f" with status {status!r}" if status else ""))
+        say("no runs" + (f" with status {status!r}" if status else ""))
         return
-    click.echo(f"{'RUN':32}  {'STATUS':14}  {'UPDATED':19}  TASK")
+    labels = {i.run_id: status_label(i, events[i.run_id]) for i in infos}
+    width = max(14, *map(len, labels.values()))
+    click.echo(f"{'RUN':32}  {'STATUS':{width}}  {'UPDATED':19}  TASK")
     for i in infos:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(i.updated_at))
-        click.echo(f"{i.run_id:32}  {i.status:14}  {when}  {short(tasks[i.run_id], 60)}")
+        say(f"{i.run_id:32}  {labels[i.run_id]:{width}}  {when}  {short(first_task(events[i.run_id]), 60)}")
 
 
-async def first_task(session: Session, run_id: str) -> str:
-    for ev in await session.store.load(run_id):
+def status_label(info: RunInfo, events: Sequence[Event]) -> str:
+    """The status ``tether runs`` shows: the store's, or what a person should do about it."""
+    if decided(events):
+        return f"{info.status} (decided, resume it)"
+    if interrupted(info):
+        return "interrupted (resume it)"
+    return info.status
+
+
+def decided(events: Sequence[Event]) -> bool:
+    """True for a paused run whose waiting calls are all decided: it waits to be resumed, not for people."""
+    if not events:
+        return False
+    state = state_of(events)
+    return state.status in ("paused", "needs-decision") and bool(state.decisions) and not waiting(state)
+
+
+def first_task(events: Sequence[Event]) -> str:
+    for ev in events:
         if isinstance(ev, RunStarted):
             users = [m.content for m in ev.messages if m.role == "user"]
             if users:
@@ -325,10 +328,10 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
         events = session.run(session.store.load(rid))
     if as_json:
         for ev in events:
-            click.echo(json.dumps(to_dict(ev), ensure_ascii=False))
+            click.echo(json_line(to_dict(ev)))
         return
     state = state_of(events)
-    click.echo(
+    say(
         f"run {rid}  status: {state.status}  events: {len(events)}  "
         f"steps: {state.steps}  tool calls: {state.tool_calls}"
     )
@@ -336,7 +339,7 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
     for ev in events:
         renderer.event(ev)
     if state.pending and state.status in ("paused", "needs-decision"):
-        click.echo(describe_pending(state))
+        say(describe_pending(state))
 
 
 def describe_pending(state: RunState) -> str:
@@ -354,6 +357,12 @@ def describe_pending(state: RunState) -> str:
     return "\n".join(lines)
 
 
+def replace_option(fn: F) -> F:
+    return click.option(
+        "--replace", is_flag=True, help="Change a decision already recorded for the call (it stands otherwise)."
+    )(fn)
+
+
 # -- deciding ---------------------------------------------------------------------------
 
 
@@ -362,18 +371,23 @@ def describe_pending(state: RunState) -> str:
 @click.argument("call_ids", nargs=-1)
 @store_options
 @click.option("--args", "args_json", metavar="JSON", help="Approve one call with these arguments instead.")
+@replace_option
 @handle_errors
-def approve(run_id: str, call_ids: tuple[str, ...], args_json: str | None, **opts: Any) -> None:
+def approve(run_id: str, call_ids: tuple[str, ...], args_json: str | None, replace: bool, **opts: Any) -> None:
     """Approve calls of a paused run (all waiting calls when none are named)."""
     args = check_args_for(call_ids, args_json)
 
     def choose(state: RunState) -> list[Choice]:
         ids = call_ids or tuple(p.call.id for p in waiting(state))
         if not ids:
-            raise UserError(f"run {state.run_id!r} has no call waiting for approval")
+            done = "; ".join(f"{d.call_id} is already {described(d)}" for d in state.decisions)
+            raise UserError(
+                f"run {state.run_id!r} has no call waiting for approval"
+                + (f" ({done}; continue with `tether resume`)" if done else "")
+            )
         return [Choice(cid, "approve", args=args) for cid in ids]
 
-    decide_command(opts, run_id, choose)
+    decide_command(opts, run_id, choose, replace)
 
 
 @cli.command()
@@ -381,20 +395,22 @@ def approve(run_id: str, call_ids: tuple[str, ...], args_json: str | None, **opt
 @click.argument("call_id")
 @store_options
 @click.option("--message", "-m", default="", help="What the model reads as the call's result.")
+@replace_option
 @handle_errors
-def deny(run_id: str, call_id: str, message: str, **opts: Any) -> None:
+def deny(run_id: str, call_id: str, message: str, replace: bool, **opts: Any) -> None:
     """Deny one call; the model is told (with your message) and carries on."""
-    decide_command(opts, run_id, lambda state: [Choice(call_id, "deny", message=message)])
+    decide_command(opts, run_id, lambda state: [Choice(call_id, "deny", message=message)], replace)
 
 
 @cli.command()
 @click.argument("run_id")
 @click.argument("call_id")
 @store_options
+@replace_option
 @handle_errors
-def retry(run_id: str, call_id: str, **opts: Any) -> None:
+def retry(run_id: str, call_id: str, replace: bool, **opts: Any) -> None:
     """Run again a call whose outcome is unknown (it was interrupted by a crash)."""
-    decide_command(opts, run_id, lambda state: [Choice(call_id, "retry")])
+    decide_command(opts, run_id, lambda state: [Choice(call_id, "retry")], replace)
 
 
 @cli.command()
@@ -402,28 +418,44 @@ def retry(run_id: str, call_id: str, **opts: Any) -> None:
 @click.argument("call_id")
 @store_options
 @click.option("--message", "-m", default="", help="What the model reads as the call's result.")
+@replace_option
 @handle_errors
-def skip(run_id: str, call_id: str, message: str, **opts: Any) -> None:
+def skip(run_id: str, call_id: str, message: str, replace: bool, **opts: Any) -> None:
     """Do not run again a call whose outcome is unknown; the model is told."""
-    decide_command(opts, run_id, lambda state: [Choice(call_id, "skip", message=message)])
+    decide_command(opts, run_id, lambda state: [Choice(call_id, "skip", message=message)], replace)
 
 
-def decide_command(opts: dict[str, Any], run_id: str, choose: Callable[[RunState], list[Choice]]) -> None:
+def decide_command(
+    opts: dict[str, Any], run_id: str, choose: Callable[[RunState], list[Choice]], replace: bool
+) -> None:
     """Record decisions in the store; the run continues on ``tether resume``."""
     settings = load_settings(**opts)
     with Session(settings, create=False) as session:
         rid = resolve(session, run_id)
-        choices = choose(session.run(load_state(session.store, rid)))
-        state = session.run(record(session.store, rid, choices, key=session.key))
+        events = session.run(session.store.load(rid))
+        session.check_key(rid, events[0].meta if isinstance(events[0], RunStarted) else {})
+        before = state_of(events)
+        choices = choose(before)
+        changes = check_replacing(before, choices, replace)
+        state = before
+        if changes:
+            state = session.run(record(session.store, rid, changes, key=session.key, replace=replace))
     for c in choices:
-        p = state.pending_call(c.call_id)
-        what = {"approve": "approved", "deny": "denied", "retry": "will retry", "skip": "skipped"}[c.verdict]
-        edited = f" with {json.dumps(c.args, sort_keys=True)}" if c.args is not None else ""
-        click.echo(f"{what} {p.call.id}: {p.call.name} {p.call.arguments}{edited}")
+        say(decided_line(c, state, before.decision(c.call_id), changed=c in changes))
     left = waiting(state)
     if left:
-        click.echo(f"still waiting: {', '.join(p.call.id for p in left)}")
-    click.echo(f"continue with: tether resume {rid}{location(settings)}")
+        say(f"still waiting: {', '.join(p.call.id for p in left)}")
+    say(f"continue with: tether resume {rid}{location(settings)}")
+
+
+def decided_line(c: Choice, state: RunState, old: Decision | None, *, changed: bool) -> str:
+    """``approved call_1_0: shell {...}``, with what it replaced, or that it changed nothing."""
+    p = state.pending_call(c.call_id)
+    if old is not None and not changed:
+        return f"{p.call.id} is already {described(old)}: nothing changed"
+    edited = f" with {json.dumps(c.args, sort_keys=True)}" if c.args is not None else ""
+    replaced = f" (replaces: {described(old)})" if old is not None else ""
+    return f"{DONE[c.verdict]} {p.call.id}: {p.call.name} {p.call.arguments}{edited}{replaced}"
 
 
 @cli.command()

@@ -3,10 +3,14 @@
 Each setting comes from the first place that has it: a command-line flag, an
 environment variable, the workspace's ``.tether/config.toml`` (out of the
 agent's reach: the file and shell tools cannot touch ``.tether``), the user's
-``~/.config/tether/config.toml``, then a default. Everything that can be wrong
+``~/.config/tether/config.toml``, then a default. :mod:`tether.cli._trust`
+refuses the places an agent could have written. Everything that can be wrong
 with it (an unknown model prefix, a missing API key, an extra that is not
 installed) raises :class:`ConfigError` with one line that says what to set or
 install; the command line prints it and exits with status 2.
+
+A resumed run continues with the brain and workspace it recorded when it
+started (:func:`settings_for_run`), not with whatever this command would pick.
 
 >>> settings = load_settings(workspace=".", model="scripted:demo.json")  # doctest: +SKIP
 >>> agent = build_agent(settings, store, key)  # doctest: +SKIP
@@ -15,17 +19,16 @@ install; the command line prints it and exits with status 2.
 from __future__ import annotations
 
 import os
-import secrets
-import stat
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import UserError
+from ..exceptions import StoreError, UserError
 from ..providers.presets import PRESETS
 from ._errors import ConfigError
+from ._trust import STATE_DIR, check_store, check_workspace, user_config_dir
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from ..stores import RunStore
 
 CONFIG_KEYS = frozenset(("model", "base_url", "api_key_env", "store", "instructions", "max_steps"))
+RECORDED = {"model": "--model", "base_url": "--base-url", "api_key_env": "--api-key-env", "workspace": "--workspace"}
 PROVIDERS = ("openai", "anthropic", "local", "scripted")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 OPENAI_URL = "https://api.openai.com/v1"
@@ -67,7 +71,7 @@ class Settings:
     max_steps: int = 20
     unsafe_no_sandbox: bool = False
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
-    brain_flags: str = ""  # the --model/--base-url/--api-key-env flags given, for "resume" hints
+    given: frozenset[str] = frozenset()  # the RECORDED settings given as flags
 
 
 def load_settings(
@@ -83,10 +87,8 @@ def load_settings(
 ) -> Settings:
     """Merge flags, environment and config files (first one that sets a key wins)."""
     env = dict(os.environ) if env is None else dict(env)
-    ws = Path(workspace or os.getcwd()).expanduser().resolve()
-    if not ws.is_dir():
-        raise ConfigError(f"workspace {str(ws)!r} is not a directory (check --workspace)")
-    files = [read_config(ws / ".tether" / "config.toml"), read_config(user_config_path(env))]
+    ws = workspace_dir(workspace or os.getcwd())
+    files = [read_config(ws / STATE_DIR / "config.toml"), read_config(user_config_path(env))]
     flags = {"model": model, "base_url": base_url, "api_key_env": api_key_env, "store": store}
     from_env = {
         "model": env.get("TETHER_MODEL"),
@@ -101,9 +103,12 @@ def load_settings(
         return None
 
     steps = max_steps if max_steps is not None else pick("max_steps")
+    store_url = pick("store") or default_store_url(ws)
+    check_store(ws, store_url)
+    flags["workspace"] = workspace
     return Settings(
         workspace=ws,
-        store_url=pick("store") or default_store_url(ws),
+        store_url=store_url,
         model=pick("model"),
         base_url=pick("base_url"),
         api_key_env=pick("api_key_env"),
@@ -111,17 +116,21 @@ def load_settings(
         max_steps=int(steps) if steps is not None else 20,
         unsafe_no_sandbox=unsafe_no_sandbox,
         env=env,
-        brain_flags="".join(
-            f" --{name.replace('_', '-')} {value}"
-            for name, value in (("model", model), ("base_url", base_url), ("api_key_env", api_key_env))
-            if value
-        ),
+        given=frozenset(name for name in RECORDED if flags.get(name)),
     )
 
 
+def workspace_dir(path: str) -> Path:
+    """The workspace, resolved and checked (see :func:`tether.cli._trust.check_workspace`)."""
+    ws = Path(path).expanduser().resolve()
+    if not ws.is_dir():
+        raise ConfigError(f"workspace {str(ws)!r} is not a directory (check --workspace)")
+    check_workspace(ws)
+    return ws
+
+
 def user_config_path(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or "~", ".config")
-    return Path(base).expanduser() / "tether" / "config.toml"
+    return user_config_dir(env) / "config.toml"
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -148,7 +157,73 @@ def read_config(path: Path) -> dict[str, Any]:
 
 def default_store_url(workspace: Path) -> str:
     """``sqlite:////abs/workspace/.tether/runs.db`` (four slashes: an absolute path)."""
-    return f"sqlite:///{workspace / '.tether' / 'runs.db'}"
+    return f"sqlite:///{workspace / STATE_DIR / 'runs.db'}"
+
+
+def location(settings: Settings) -> str:
+    """The flags another command needs to find this run's store (and, by default, its key)."""
+    parts = []
+    if settings.workspace != Path.cwd().resolve():
+        parts.append(f" --workspace {settings.workspace}")
+    if settings.store_url != default_store_url(settings.workspace):
+        parts.append(f" --store {settings.store_url}")
+    return "".join(parts)
+
+
+# -- what a run records ------------------------------------------------------------
+
+
+def recorded_fields(settings: Settings) -> dict[str, str]:
+    """The brain (never a key) and workspace a new run records in its first event."""
+    fields = {name: _asked(settings, name) for name in RECORDED}
+    return {"provider": parse_model(settings.model, settings.base_url).provider, **fields}
+
+
+def _asked(settings: Settings, name: str) -> str:
+    """A RECORDED setting as this command gives it, in the form runs record it."""
+    if name == "model":
+        return _normal(settings.model or "", settings.base_url)
+    if name == "base_url":
+        return (settings.base_url or "").rstrip("/")
+    if name == "workspace":
+        return str(settings.workspace)
+    return settings.api_key_env or ""
+
+
+def _normal(model: str, base_url: str | None) -> str:
+    spec = parse_model(model, base_url)
+    if spec.provider == "scripted":  # a script path read relative to the directory it was named in
+        return f"scripted:{Path(spec.name).expanduser().resolve()}"
+    return spec.text
+
+
+def settings_for_run(settings: Settings, meta: Mapping[str, str], run_id: str) -> Settings:
+    """The settings a run continues with: its recorded brain and workspace.
+
+    A flag that asks for another value than the record is refused, naming both;
+    environment variables and config files only choose for new runs.
+    """
+    if "workspace" not in meta or "model" not in meta:
+        return settings  # started by another program: nothing recorded
+    for name in sorted(settings.given):
+        asked = _asked(settings, name)
+        if asked != meta.get(name, ""):
+            flag, was = RECORDED[name], meta.get(name) or "(none)"
+            raise ConfigError(
+                f"run {run_id!r} was started with {flag} {was}, not {asked}: resume it without "
+                f"{flag} to continue as it started"
+            )
+    if not Path(meta["workspace"]).is_dir():
+        raise ConfigError(f"run {run_id!r} was started in {meta['workspace']!r}, which is no longer a directory")
+    ws = workspace_dir(meta["workspace"])
+    check_store(ws, settings.store_url)
+    return replace(
+        settings,
+        model=meta["model"],
+        base_url=meta.get("base_url") or None,
+        api_key_env=meta.get("api_key_env") or None,
+        workspace=ws,
+    )
 
 
 # -- the model -----------------------------------------------------------------
@@ -250,51 +325,37 @@ def _local_model(spec: ModelSpec) -> Policy:
 
 def _missing_extra(extra: str, exc: ImportError) -> str:
     missing = f" ({exc.name!r} is missing)" if exc.name else ""
-    return f"the offline local model needs tether[{extra}]{missing}: pip install 'tether[{extra}]'"
+    return f"the offline local model needs tether[{extra}]{missing}: {install_hint(extra)}"
+
+
+def install_hint(extra: str) -> str:
+    """How to install an extra, from PyPI or from a checkout."""
+    return f"pip install 'tether[{extra}]' (in a checkout: pip install -e '.[{extra}]')"
 
 
 # -- store, key and agent ----------------------------------------------------------
 
 
 async def open_store(settings: Settings) -> RunStore:
-    """The run store at ``settings.store_url`` (see :func:`tether.stores._open.open_store`)."""
-    from ..stores._open import open_store as open_url
+    """The run store at ``settings.store_url``, reached once so a dead server is a config error."""
+    from ..stores import open_store as open_url
 
     try:
-        return open_url(settings.store_url)
+        store = open_url(settings.store_url)
     except UserError as exc:
         raise ConfigError(str(exc)) from None
-
-
-def signing_key(settings: Settings) -> bytes:
-    """``TETHER_SIGNING_KEY``, or the workspace's ``.tether/signing.key`` (made on first use).
-
-    The file holds 32 random bytes in hex and is created with mode 0600.
-    """
-    text = settings.env.get("TETHER_SIGNING_KEY")
-    if text:
-        try:
-            return bytes.fromhex(text)
-        except ValueError:
-            return text.encode()
-    path = settings.workspace / ".tether" / "signing.key"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    except StoreError as exc:
+        raise ConfigError(f"cannot open the store {settings.store_url}: {_one_line(exc)}") from None
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _read_key(path)
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(32) + "\n")
-    return _read_key(path)
+        await store.list_runs(limit=1)
+    except StoreError as exc:
+        await store.aclose()
+        raise ConfigError(f"cannot open the store {settings.store_url}: {_one_line(exc)}") from None
+    return store
 
 
-def _read_key(path: Path) -> bytes:
-    if stat.S_IMODE(path.stat().st_mode) & 0o077:
-        raise ConfigError(f"signing key {str(path)!r} is readable by others; run: chmod 600 {path}")
-    try:
-        return bytes.fromhex(path.read_text().strip())
-    except ValueError:
-        raise ConfigError(f"signing key {str(path)!r} is not hex; delete it to make a new one") from None
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
 
 
 def build_tools(settings: Settings) -> list[Any]:

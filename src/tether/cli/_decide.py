@@ -6,11 +6,14 @@ the workspace key), and append one ``approval-decided`` event per decision with
 ``expected_seq`` set to the state's length, so a decision made while another
 process advanced the run is refused instead of landing on a state nobody saw.
 Nothing runs the agent: ``tether resume`` (or the inline flow) does that, and
-the agent checks every signature again before executing anything.
+the agent checks every signature again before executing anything. A recorded
+decision stands until its call runs: changing it takes ``replace=True``
+(``--replace``), and deciding the same thing again changes nothing.
 
 :func:`ask` is the inline flow: for each waiting call it shows the tool and its
-full arguments and reads ``y``/``n``/``e`` (or ``r``/``s`` for a call whose
-outcome is unknown) from the terminal.
+full arguments (control characters made visible) and reads a whole word,
+``y``/``yes``, ``n``/``no`` or ``e``/``edit`` (``r``/``retry`` or ``s``/``skip``
+for a call whose outcome is unknown), asking again for anything else.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
 from ..journal import state_of
-from ..state import PendingCall, RunState, Verdict
+from ..state import Decision, PendingCall, RunState, Verdict
 from ..store import record_decisions
+from ._render import visible
 
 if TYPE_CHECKING:
     from ..stores import RunStore
@@ -58,7 +62,13 @@ async def load_state(store: RunStore, run_id: str) -> RunState:
 
 
 async def record(
-    store: RunStore, run_id: str, choices: Sequence[Choice], *, key: bytes, by: str | None = None
+    store: RunStore,
+    run_id: str,
+    choices: Sequence[Choice],
+    *,
+    key: bytes,
+    by: str | None = None,
+    replace: bool = False,
 ) -> RunState:
     """Sign ``choices`` and append them to the run's journal; returns the decided state."""
     state = await load_state(store, run_id)
@@ -71,7 +81,38 @@ async def record(
             current = decide(current, c, key=key, by=by or reviewer())
         return current
 
-    return await record_decisions(store, run_id, apply)
+    return await record_decisions(store, run_id, apply, replace=replace)
+
+
+PAST = {"approve": "approved", "deny": "denied", "retry": "set to run again", "skip": "skipped", "answer": "answered"}
+
+
+def same(d: Decision, c: Choice) -> bool:
+    """True if the recorded decision ``d`` already says what ``c`` says."""
+    return (d.verdict, d.args, d.message) == (c.verdict, c.args, c.message)
+
+
+def described(d: Decision) -> str:
+    """``approved by cli:me`` / ``denied by cli:me ("not now")``, for messages."""
+    edited = f" with {json.dumps(d.args, sort_keys=True)}" if d.args is not None else ""
+    said = f" ({d.message!r})" if d.message else ""
+    return f"{PAST.get(d.verdict, d.verdict)}{edited} by {d.by or '?'}{said}"
+
+
+def check_replacing(state: RunState, choices: Sequence[Choice], replace: bool) -> list[Choice]:
+    """The choices that change something; UserError for a change made without ``replace``."""
+    changes = []
+    for c in choices:
+        d = state.decision(c.call_id)
+        if d is not None and same(d, c):
+            continue
+        if d is not None and not replace:
+            raise UserError(
+                f"call {c.call_id!r} is already {described(d)}; that decision stands until the run resumes "
+                "(pass --replace to change it)"
+            )
+        changes.append(c)
+    return changes
 
 
 def decide(state: RunState, c: Choice, *, key: bytes, by: str) -> RunState:
@@ -91,7 +132,8 @@ def waiting(state: RunState) -> list[PendingCall]:
     return [
         p
         for p in state.pending
-        if p.call.id not in decided and (p.status == "awaiting-approval" or state.status == "needs-decision")
+        if p.call.id not in decided
+        and (p.status in ("awaiting-approval", "awaiting-answer") or state.status == "needs-decision")
     ]
 
 
@@ -102,9 +144,29 @@ def pretty_args(p: PendingCall) -> str:
         return p.call.arguments
 
 
+def pause_hint(state: RunState, call_ids: Sequence[str], where: str) -> str:
+    """What a paused run waits for and the commands that decide it and continue it."""
+    rid = state.run_id
+    calls = [state.pending_call(c) for c in call_ids]
+    lines = [f"paused: run {rid} waits for a decision on {len(calls)} call(s):"]
+    lines += [f"  {p.call.id}  {p.call.name} {p.call.arguments}" for p in calls]
+    one = calls[0].call.id if len(calls) == 1 else "CALL_ID"
+    if state.status == "needs-decision":
+        lines.append(f"  run again:  tether retry {rid} {one}{where}")
+        lines.append(f"  or not:     tether skip {rid} {one} [-m MESSAGE]{where}")
+    else:
+        many = one if len(calls) == 1 else "[CALL_ID...]"
+        lines.append(f"  approve:  tether approve {rid} {many}{where}")
+        lines.append(f"  deny:     tether deny {rid} {one} [-m MESSAGE]{where}")
+    lines.append(f"  then:     tether resume {rid}{where}")
+    return visible("\n".join(lines))
+
+
 # -- inline ----------------------------------------------------------------------------
 
 Prompt = Callable[[str], str]
+APPROVAL_WORDS = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny", "e": "edit", "edit": "edit"}
+UNKNOWN_WORDS = {"r": "retry", "retry": "retry", "s": "skip", "skip": "skip"}
 
 
 def ask(state: RunState, call_ids: Sequence[str], read: Prompt = input) -> list[Choice]:
@@ -113,48 +175,62 @@ def ask(state: RunState, call_ids: Sequence[str], read: Prompt = input) -> list[
 
 
 def _ask_one(p: PendingCall, read: Prompt) -> Choice:
-    print(f"\n  {p.call.name} wants to run with:")
-    print(_indent(pretty_args(p), 4))
+    name = visible(p.call.name)
+    print(f"\n  {name} wants to run with:")
+    print(_indent(visible(pretty_args(p)), 4))
     if p.status == "started":
-        print(f"  {p.call.name} was interrupted before it reported back: it may or may not have run.")
-        answer = _choose(read, "  run it again? [r]etry, [s]kip: ", ("r", "s"))
-        if answer == "r":
+        print(f"  {name} was interrupted before it reported back: it may or may not have run.")
+        if _choose(read, "  run it again? [r]etry, [s]kip: ", UNKNOWN_WORDS) == "retry":
             return Choice(p.call.id, "retry")
         return Choice(p.call.id, "skip", message=read("  tell the model why (optional): ").strip())
-    answer = _choose(read, "  allow? [y]es, [n]o, [e]dit: ", ("y", "n", "e"))
-    if answer == "y":
-        return Choice(p.call.id, "approve")
-    if answer == "n":
-        return Choice(p.call.id, "deny", message=read("  tell the model why (optional): ").strip())
-    return Choice(p.call.id, "approve", args=_edit(p, read))
-
-
-def _choose(read: Prompt, prompt: str, options: tuple[str, ...]) -> str:
     while True:
-        answer = read(prompt).strip().lower()[:1]
-        if answer in options:
+        answer = _choose(read, "  allow? [y]es, [n]o, [e]dit: ", APPROVAL_WORDS)
+        if answer == "approve":
+            return Choice(p.call.id, "approve")
+        if answer == "deny":
+            return Choice(p.call.id, "deny", message=read("  tell the model why (optional): ").strip())
+        args = _edit(p, read)
+        if args is not None:
+            return Choice(p.call.id, "approve", args=args)
+
+
+def _choose(read: Prompt, prompt: str, words: dict[str, str]) -> str:
+    """The verdict a whole word names; anything else asks again."""
+    while True:
+        answer = words.get(read(prompt).strip().lower())
+        if answer is not None:
             return answer
-        print(f"  please answer {', '.join(options[:-1])} or {options[-1]}")
+        long, short = [w for w in words if len(w) > 1], [w for w in words if len(w) == 1]
+        print(f"  please answer {_either(long)} (or {_either(short)})")
 
 
-def _edit(p: PendingCall, read: Prompt) -> dict[str, Any]:
-    """New arguments: in $VISUAL/$EDITOR when set, else typed as one line of JSON."""
+def _either(words: list[str]) -> str:
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _edit(p: PendingCall, read: Prompt) -> dict[str, Any] | None:
+    """New arguments, in $VISUAL/$EDITOR when set, else typed as one line of JSON.
+
+    None (back to the question) for an empty line, or an editor left without saving.
+    """
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     text: str | None = None
     while True:
         if editor and text is None:
             import click
 
-            text = click.edit(pretty_args(p) + "\n", extension=".json") or p.call.arguments
+            text = click.edit(pretty_args(p) + "\n", extension=".json") or ""
         else:
-            text = read("  new arguments as JSON: ")
+            text = read("  new arguments as JSON (empty line: back): ")
+        if not text.strip():
+            return None
         try:
             args = json.loads(text)
         except ValueError as exc:
             print(f"  that is not JSON ({exc}); try again")
             continue
         if isinstance(args, dict):
-            print("  approved with:\n" + _indent(json.dumps(args, indent=2, ensure_ascii=False), 4))
+            print("  approved with:\n" + _indent(visible(json.dumps(args, indent=2, ensure_ascii=False)), 4))
             return args
         print("  the arguments must be a JSON object; try again")
 

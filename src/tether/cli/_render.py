@@ -1,4 +1,4 @@
-"""Showing a run as it happens: the seed's trace, live in a terminal, or JSON lines.
+r"""Showing a run as it happens: the seed's trace, live in a terminal, or JSON lines.
 
 Three renderers share one small interface (``start``, ``event``, ``stop``):
 
@@ -14,11 +14,22 @@ Three renderers share one small interface (``start``, ``event``, ``stop``):
 The trace lines come from :func:`tether.trace.render`, with two changes for a
 terminal: a final answer is printed whole (the trace shortens it to one line),
 and in a chat the user's own words are not echoed back.
+
+Model text and tool output are not trusted to reach a terminal as they are: a
+file the agent reads may hold escape sequences that recolour the terminal, set
+its title or clipboard, or clear the screen above an approval prompt.
+:func:`visible` shows every control character the way ``cat -v`` does (and
+bidirectional overrides as ``<U+202E>``) in everything the command line prints;
+:func:`json_line` escapes them inside JSON strings.
+
+>>> visible("hi\x1b]52;c;ZXZpbA==\x07 there\r")
+'hi^[]52;c;ZXZpbA==^G there^M'
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
@@ -30,6 +41,31 @@ if TYPE_CHECKING:
     from rich.live import Live
 
 WIDTH = 300  # a trace line shortens thoughts and results to this many characters
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # marks and overrides that reorder text
+_CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")  # all but tab and newline
+_RAW_IN_JSON = re.compile(f"[\x7f-\x9f{_BIDI}]")  # what json.dumps leaves unescaped
+
+
+def _shown(char: str) -> str:
+    code = ord(char)
+    if code < 0x20:
+        return "^" + chr(code + 0x40)
+    if code == 0x7F:
+        return "^?"
+    if code < 0xA0:
+        return "M-^" + chr(code - 0x40)  # a C1 control, as cat -v shows its byte
+    return f"<U+{code:04X}>"
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters made visible (tabs and newlines kept)."""
+    return _CONTROLS.sub(lambda m: _shown(m.group()), text)
+
+
+def json_line(data: Any) -> str:
+    """``data`` as one line of JSON with no raw control or bidi character in it (lossless)."""
+    text = json.dumps(data, ensure_ascii=False)
+    return _RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 class Renderer(Protocol):
@@ -50,9 +86,9 @@ def trace_lines(ev: Event, *, name: str = "agent", chat: bool = False) -> list[s
         return []  # the answer is shown whole when the run finishes
     if isinstance(ev, Finished):
         label = f"{name}: " if chat else "  final answer: "
-        return [label + ev.output]
+        return visible(label + ev.output).split("\n")
     text = render([ev], name=name, width=WIDTH)
-    return text.splitlines() if text else []
+    return visible(text).split("\n") if text else []
 
 
 def style_of(ev: Event) -> str:
@@ -97,7 +133,7 @@ class JsonRenderer:
         pass
 
     def event(self, ev: Event) -> None:
-        self.out.write(json.dumps(to_dict(ev), ensure_ascii=False) + "\n")
+        self.out.write(json_line(to_dict(ev)) + "\n")
         self.out.flush()
 
     def stop(self) -> None:
@@ -165,7 +201,7 @@ class LiveRenderer:
 
         parts: list[Any] = []
         if self.streamed:
-            tail = "\n".join(self.streamed[-600:].splitlines()[-6:])
+            tail = "\n".join(visible(self.streamed[-600:]).split("\n")[-6:])
             parts.append(Text("  " + tail, style="dim"))
         if self.doing:
             parts.append(Spinner("dots", text=Text(f"{self.name} is {self.doing}…", style="dim")))

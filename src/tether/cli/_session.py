@@ -12,7 +12,11 @@ the command goes on.
 A pause is a pause everywhere: the inline flow does not bypass it. When a run
 pauses and someone is at the terminal, :meth:`Session.settle` asks, records
 the decisions in the store exactly as ``tether approve`` would, and resumes the
-run by id, until it stops for another reason.
+run by id, until it stops for another reason. Leaving the question (Ctrl-C or
+end of input) leaves the run paused.
+
+A new run records how it was started (:func:`tether.cli._keys.run_meta`); a
+resumed one is driven by an agent built from that record, in its workspace.
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..events import Cancelled, Event, Failed, Finished, LimitReached, Paused, RunStarted
 from ..state import RunState
-from ._config import Settings, build_agent, default_store_url, open_store, signing_key
+from ._config import Settings, build_agent, open_store, recorded_fields, settings_for_run
 from ._decide import Choice, record
 from ._errors import ConfigError
+from ._keys import check_record, key_source, run_meta, signing_key
+from ._trust import check_user_config, make_state_dir, sqlite_path, user_config_dir
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -78,13 +84,14 @@ class Session:
         self.create = create  # False: commands that only look at or decide on existing runs
         self.runner = asyncio.Runner()
         self._store: RunStore | None = None
-        self._agent: Agent | None = None
+        self._agents: dict[tuple[Any, ...], Agent] = {}
         self._key: bytes | None = None
 
     def __enter__(self) -> Session:
-        ws = self.settings.workspace
-        db = ws / ".tether" / "runs.db"
-        if not self.create and self.settings.store_url == default_store_url(ws) and not db.exists():
+        if self.create:  # about to start an agent here: refuse before anything is written
+            check_user_config(self.settings.workspace, user_config_dir(self.settings.env))
+        db = sqlite_path(self.settings.store_url)
+        if not self.create and db is not None and not db.exists():
             raise ConfigError(
                 f"no runs here: {db} does not exist (run this in the workspace, or pass --workspace / --store)"
             )
@@ -114,24 +121,47 @@ class Session:
 
     @property
     def key(self) -> bytes:
+        """The store's signing key (made on first use only by commands that run agents)."""
         if self._key is None:
-            self._key = signing_key(self.settings)
+            self._key = signing_key(self.settings.store_url, self.settings.env, create=self.create)
         return self._key
 
     @property
     def agent(self) -> Agent:
-        if self._agent is None:
-            self._agent = build_agent(self.settings, self.store, self.key)
-        return self._agent
+        """The agent for new runs, built from this command's settings."""
+        return self.agent_for(self.settings)
+
+    def agent_for(self, settings: Settings) -> Agent:
+        """An agent working in ``settings.workspace``, once it is known to be safe to work in."""
+        check_user_config(settings.workspace, user_config_dir(settings.env))
+        make_state_dir(settings.workspace)
+        spec = (settings.workspace, settings.model, settings.base_url, settings.api_key_env)
+        if spec not in self._agents:
+            self._agents[spec] = build_agent(settings, self.store, self.key)
+        return self._agents[spec]
+
+    async def settings_of(self, run_id: str) -> Settings:
+        """The settings ``run_id`` continues with, after checking this command's key against its record."""
+        events = await self.store.load(run_id)
+        meta = events[0].meta if events and isinstance(events[0], RunStarted) else {}
+        return settings_for_run(self.settings, meta if self.check_key(run_id, meta) else {}, run_id)
+
+    def check_key(self, run_id: str, meta: dict[str, str]) -> bool:
+        """Refuse to act on a run started with another signing key (see :mod:`tether.cli._keys`).
+
+        True if the run's record is signed with this store's key (and may be used).
+        """
+        return check_record(meta, self.key, run_id, key_source(self.settings.store_url, self.settings.env))
 
     # -- runs ------------------------------------------------------------------
 
     def start(self, task: str, renderer: Renderer, *, context: Context | None = None) -> Outcome:
         agent = self.agent
-        return self.run(self.drive(lambda: agent.stream(task, context=context), renderer))
+        meta = run_meta(recorded_fields(self.settings), self.key)
+        return self.run(self.drive(lambda: agent.stream(task, context=context, meta=meta), renderer))
 
     def resume(self, run_id: str, renderer: Renderer) -> Outcome:
-        agent = self.agent
+        agent = self.agent_for(self.run(self.settings_of(run_id)))
         return self.run(self.drive(lambda: agent.stream(run_id=run_id), renderer))
 
     def settle(self, outcome: Outcome, renderer: Renderer, ask: Asker | None) -> Outcome:
