@@ -184,6 +184,51 @@ class Tool:
                 raise ToolTimedOut(f"tool {self.name!r} timed out after {self.timeout:g} seconds") from None
             raise
 
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        fn: Callable[..., Any],
+        *,
+        terminal: bool = False,
+        approval: Approval = False,
+        effect: Effect = "once",
+        timeout: float | None = None,
+    ) -> Tool:
+        """A tool whose JSON Schema comes from elsewhere (MCP, OpenAPI, a registry).
+
+        Arguments are checked against ``parameters`` before ``fn`` runs, with
+        the same notes and the same lax coercion as ``@tool`` (``"5"`` for an
+        integer becomes ``5``); ``fn`` gets them as keyword arguments, defaults
+        filled in, plus the :class:`Invocation` if it declares a parameter
+        annotated with it. The JSON-Schema subset checked is listed in
+        :mod:`tether._jsonschema`.
+
+        >>> echo = Tool.from_schema("echo", "Say it back.",
+        ...     {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        ...     lambda n: n, effect="none")
+        >>> echo.validate({"n": "5"})
+        {'n': 5}
+        """
+        from ._jsonschema import SchemaTool, compile_schema, invocation_parameter
+        from .exceptions import UserError
+
+        if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
+            raise UserError(f"tool {name!r}: parameters must be a JSON Schema of type 'object'")
+        inject = invocation_parameter(fn)
+        if inject is not None and inject in (parameters.get("properties") or {}):
+            raise UserError(f"tool {name!r}: parameter {inject!r} is both the Invocation and a schema property")
+        try:
+            checker = compile_schema(parameters)
+        except Exception as exc:  # pydantic-core refused what we built: a schema we cannot read
+            raise UserError(f"tool {name!r}: cannot read its JSON Schema: {exc}") from exc
+        return SchemaTool(
+            name=name, description=description, parameters=dict(parameters), fn=fn, terminal=terminal,
+            approval=approval, effect=effect, timeout=timeout, inject=inject, checker=checker,
+        )  # fmt: skip
+
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
