@@ -166,16 +166,16 @@ class _Compiler:
             prefix, items = items, node.get("additionalItems", True)
         least, most = _int(node.get("minItems")), _int(node.get("maxItems"))
         if isinstance(prefix, list) and prefix:
-            rest = self.node(items if items is not None else True, depth + 1)
-            positions = [self.node(p, depth + 1) for p in prefix]
-            closed = items is False
-            schema: cs.CoreSchema = cs.tuple_schema(
-                positions if closed else [*positions, rest],
-                variadic_item_index=None if closed else len(positions),
-                min_length=least,
-                max_length=most,
+            # Every position is optional in JSON Schema: a missing one is filled with a marker, then dropped.
+            positions = [cs.with_default_schema(self.node(p, depth + 1), default=_ABSENT) for p in prefix]
+            if items is not False:
+                positions.append(self.node(items if items is not None else True, depth + 1))
+            variadic = None if items is False else len(prefix)
+            whole = cs.tuple_schema(
+                positions, variadic_item_index=variadic, max_length=None if variadic is not None else len(prefix)
             )
-            schema = cs.no_info_after_validator_function(list, schema)
+            schema: cs.CoreSchema = cs.no_info_after_validator_function(_present, whole)
+            schema = _sized(schema, node, "minItems", "maxItems", "items")
         else:
             every = self.node(items if items is not None else True, depth + 1)
             schema = cs.list_schema(every, min_length=least, max_length=most)
@@ -295,6 +295,13 @@ def _canonical(value: Any) -> str:
     return json.dumps(norm(value), sort_keys=True, default=str)
 
 
+_ABSENT = object()
+
+
+def _present(value: tuple[Any, ...]) -> list[Any]:
+    return [v for v in value if v is not _ABSENT]
+
+
 def _unique(value: list[Any]) -> list[Any]:
     seen = [_canonical(v) for v in value]
     if len(set(seen)) != len(seen):
@@ -305,6 +312,8 @@ def _unique(value: list[Any]) -> list[Any]:
 def _one_of_values(values: Any) -> cs.CoreSchema:
     if not isinstance(values, list):
         return cs.any_schema()
+    if values and all(v is None or isinstance(v, str | int | float) for v in values):
+        return cs.literal_schema(values)  # like a Literal in @tool: the same coercions and message
     expected = [_canonical(v) for v in values]
     shown = " or ".join(expected) if len(expected) < 10 else ", ".join(expected[:10]) + ", ..."
 
