@@ -167,7 +167,9 @@ class _Compiler:
         least, most = _int(node.get("minItems")), _int(node.get("maxItems"))
         if isinstance(prefix, list) and prefix:
             # Every position is optional in JSON Schema: a missing one is filled with a marker, then dropped.
-            positions = [cs.with_default_schema(self.node(p, depth + 1), default=_ABSENT) for p in prefix]
+            positions: list[cs.CoreSchema] = [
+                cs.with_default_schema(self.node(p, depth + 1), default=_ABSENT) for p in prefix
+            ]
             if items is not False:
                 positions.append(self.node(items if items is not None else True, depth + 1))
             variadic = None if items is False else len(prefix)
