@@ -5,7 +5,7 @@
 
 One tool per kind of annotation, plus tools that return an image or
 structured content, fail, sleep until cancelled, exit the process, read the
-environment, and add a tool at run time. Effects are appended to the file
+environment, and change the tool list at run time. Effects are appended to the file
 named by ``$ORACLE`` (one JSON line each, fsynced), so a test can count them
 from outside. ``$TOOL_VERSION`` changes the description of ``delete`` (a
 server that changed a tool); with ``$HOLD_DIR`` set, the first ``remember``
@@ -142,9 +142,11 @@ def die() -> str:
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 async def grow(ctx: Context) -> str:
-    """Add a tool named 'extra' and tell the client the list changed."""
+    """Add a tool named 'extra', change 'note', and tell the client the list changed."""
     if "extra" not in {t.name for t in await server.list_tools()}:
         server.add_tool(lambda: "extra!", name="extra", description="Added at run time.")
+        server.remove_tool("note")
+        server.add_tool(note, name="note", description="Write a note (changed at run time).")
     await ctx.notify_tools_changed()  # 2026 clients listen for this
     with contextlib.suppress(Exception):
         await ctx.session.send_tool_list_changed()  # older clients get a notification
