@@ -59,6 +59,7 @@ def test_server_everythings_results_image_and_coercion(everything: McpServer) ->
         ]
         result = Agent(ScriptedModel([*replies, "done"]), client.tools_sync()).run_sync("go")
     image, total, weather = (m.content for m in result.context if m.role == "tool")
+    assert json.loads(weather) == results[2].structured
     assert image.splitlines()[1].startswith("[image image/png, ") and image.splitlines()[1].endswith(" bytes]")
     assert results[0].blobs[0].data.startswith(b"\x89PNG")
     assert total == "The sum of 2 and 3 is 5."

@@ -458,3 +458,8 @@ def resolve(session: Session, text: str) -> str:
         raise UserError(f"{text!r} matches {len(found)} runs; give more of the id")
 
     return session.run(find())
+
+
+from ._mcp import mcp  # noqa: E402  # `tether mcp list`: the MCP servers of the config
+
+cli.add_command(mcp)

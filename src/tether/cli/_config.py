@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..policy import Policy
     from ..stores import RunStore
 
-CONFIG_KEYS = frozenset(("model", "base_url", "api_key_env", "store", "instructions", "max_steps"))
+CONFIG_KEYS = frozenset(("model", "base_url", "api_key_env", "store", "instructions", "max_steps", "mcp"))
 PROVIDERS = ("openai", "anthropic", "local", "scripted")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 OPENAI_URL = "https://api.openai.com/v1"
@@ -137,6 +137,8 @@ def read_config(path: Path) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"unknown setting {unknown[0]!r} in {str(path)!r}; known: {', '.join(sorted(CONFIG_KEYS))}")
     for key, value in data.items():
+        if key == "mcp":  # [mcp.servers.NAME] tables, checked by tether.cli._mcp
+            continue
         kind = int if key == "max_steps" else str
         if not isinstance(value, kind) or isinstance(value, bool):
             names = {"int": "an integer", "str": "a string", "bool": "true or false"}
@@ -317,12 +319,13 @@ def build_tools(settings: Settings) -> list[Any]:
 def build_agent(settings: Settings, store: RunStore, key: bytes) -> Agent:
     """The agent every command that runs the loop uses: same tools, same fingerprint."""
     from ..agent import Agent
+    from ._mcp import mcp_tools
 
     policy = make_policy(settings)
     instructions = settings.instructions or INSTRUCTIONS.format(workspace=settings.workspace)
     return Agent(
         policy,
-        build_tools(settings),
+        build_tools(settings) + mcp_tools(settings),
         instructions=instructions,
         max_steps=settings.max_steps,
         store=store,
