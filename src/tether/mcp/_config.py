@@ -8,7 +8,7 @@ override it for the whole server, and :class:`ToolRule` entries in ``tools``
 override it per tool. ``McpServer.from_config`` reads the same fields from a
 ``[mcp.servers.NAME]`` table of ``.tether/config.toml``.
 
->>> McpServer("time", command="mcp-server-time").prefix
+>>> McpServer("time", command="mcp-server-time").tool_prefix
 'time__'
 >>> McpServer.from_config("docs", {"url": "http://127.0.0.1:8000/mcp", "approval": True}).approval
 True
@@ -83,8 +83,10 @@ class McpServer:
     def __post_init__(self) -> None:
         if not _SERVER_NAME.fullmatch(self.name):
             raise UserError(f"MCP server name {self.name!r} must match {_SERVER_NAME.pattern}")
-        if (self.command is None) == (self.url is None):
-            raise UserError(f"MCP server {self.name!r} needs either a command (stdio) or a url (HTTP), not both")
+        if self.command is None and self.url is None:
+            raise UserError(f"MCP server {self.name!r} needs a command (stdio) or a url (streamable HTTP)")
+        if self.command is not None and self.url is not None:
+            raise UserError(f"MCP server {self.name!r} has both a command and a url; give one")
         if self.url is not None and not re.match(r"https?://", self.url):
             raise UserError(f"MCP server {self.name!r}: url must start with http:// or https://, got {self.url!r}")
         if self.effect is not None and self.effect not in EFFECTS:

@@ -53,7 +53,7 @@ def tether_names(prefix: str, tools: Iterable[str]) -> dict[str, str]:
     """``{mcp name: tether name}``: valid, at most 64 characters, and distinct.
 
     >>> tether_names("fs__", ["read file", "read_file"])
-    {'read file': 'fs__read_file-5ff1d0', 'read_file': 'fs__read_file'}
+    {'read file': 'fs__read_file-121414', 'read_file': 'fs__read_file'}
     """
     wanted = sorted(tools, key=lambda t: (_clean(prefix, t) != prefix + t, t))
     out: dict[str, str] = {}
