@@ -228,10 +228,13 @@ class Connection:
         )
 
     def _lost_message(self, tool: str) -> str:
-        how = "exited" if self.server.command is not None else "closed the connection"
+        if self.server.command is not None:
+            how, after = "exited", "the server is started again on the next call"
+        else:
+            how, after = "closed the connection", "tether connects again on the next call"
         return (
             f"MCP server {self.server.name!r} {how} during the call to {tool!r}, so its outcome is unknown; "
-            f"the server is started again on the next call{self._stderr_tail()}"
+            f"{after}{self._stderr_tail()}"
         )
 
     def _stderr_tail(self, limit: int = 1200) -> str:
