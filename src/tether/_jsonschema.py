@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal
 
-from pydantic_core import PydanticCustomError, SchemaError, SchemaValidator, ValidationError
+from pydantic_core import PydanticCustomError, SchemaError, SchemaValidator
 from pydantic_core import core_schema as cs
 
-from .tools import ArgumentsInvalid, Invocation, Tool
+__all__ = ["compile_schema"]
+
 
 MAX_DEPTH = 64  # deeper than this, a schema from elsewhere is not followed (accepted as is)
 _OBJECT_WORDS = ("properties", "required", "additionalProperties", "minProperties", "maxProperties")
@@ -46,31 +46,6 @@ _NUMBER_WORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "
 def compile_schema(schema: Mapping[str, Any] | bool) -> SchemaValidator:
     """A validator for ``schema`` (lax, like pydantic's; see the module docstring)."""
     return _Compiler(schema).validator()
-
-
-@dataclass(frozen=True, eq=False)
-class SchemaTool(Tool):
-    """A :class:`Tool` whose arguments are checked against its JSON Schema (see ``Tool.from_schema``)."""
-
-    checker: SchemaValidator | None = field(default=None, repr=False)
-
-    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Validated (and safely coerced) arguments, defaults filled, or :class:`ArgumentsInvalid`."""
-        if self.checker is None:
-            return dict(args)
-        try:
-            return dict(self.checker.validate_python(args))
-        except ValidationError as exc:
-            raise ArgumentsInvalid(self._explain(exc)) from None
-
-
-def invocation_parameter(fn: Callable[..., Any]) -> str | None:
-    """The name of ``fn``'s parameter annotated :class:`~tether.Invocation`, if it has one."""
-    try:
-        hints = get_type_hints(fn)
-    except Exception:  # unresolvable forward references, or nothing to read (a builtin)
-        return None
-    return next((name for name, hint in hints.items() if hint is Invocation and name != "return"), None)
 
 
 class _Compiler:

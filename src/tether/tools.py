@@ -204,7 +204,7 @@ class Tool:
         integer becomes ``5``); ``fn`` gets them as keyword arguments, defaults
         filled in, plus the :class:`Invocation` if it declares a parameter
         annotated with it. The JSON-Schema subset checked is listed in
-        :mod:`tether._jsonschema`.
+        :mod:`tether._jsonschema` and ``docs/mcp.md``.
 
         >>> echo = Tool.from_schema("echo", "Say it back.",
         ...     {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
@@ -212,12 +212,16 @@ class Tool:
         >>> echo.validate({"n": "5"})
         {'n': 5}
         """
-        from ._jsonschema import SchemaTool, compile_schema, invocation_parameter
+        from ._jsonschema import compile_schema
         from .exceptions import UserError
 
         if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
             raise UserError(f"tool {name!r}: parameters must be a JSON Schema of type 'object'")
-        inject = invocation_parameter(fn)
+        try:
+            hints = get_type_hints(fn)
+        except Exception:  # unresolvable forward references, or nothing to read (a builtin)
+            hints = {}
+        inject = next((p for p, hint in hints.items() if hint is Invocation and p != "return"), None)
         if inject is not None and inject in (parameters.get("properties") or {}):
             raise UserError(f"tool {name!r}: parameter {inject!r} is both the Invocation and a schema property")
         try:
@@ -228,6 +232,28 @@ class Tool:
             name=name, description=description, parameters=dict(parameters), fn=fn, terminal=terminal,
             approval=approval, effect=effect, timeout=timeout, inject=inject, checker=checker,
         )  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class SchemaTool(Tool):
+    """A :class:`Tool` whose arguments are checked against its JSON Schema (made by :meth:`Tool.from_schema`).
+
+    >>> Tool.from_schema("t", "", {"properties": {"n": {"type": "integer"}}}, lambda n=0: n).validate({"n": "2"})
+    {'n': 2}
+    """
+
+    checker: Any = field(default=None, repr=False)  # a pydantic_core.SchemaValidator
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated (and safely coerced) arguments, defaults filled, or :class:`ArgumentsInvalid`."""
+        if self.checker is None:
+            return dict(args)
+        import pydantic_core
+
+        try:
+            return dict(self.checker.validate_python(args))
+        except pydantic_core.ValidationError as exc:
+            raise ArgumentsInvalid(self._explain(exc)) from None
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")

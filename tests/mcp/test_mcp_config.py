@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import doctest
 import re
 from typing import Any
 
 import pytest
 
-import tether._jsonschema
-import tether.mcp._client
-import tether.mcp._config
-import tether.mcp._portal
-import tether.mcp._results
-import tether.mcp._tools
 from tether import UserError
 from tether.mcp import McpServer, ToolRule, contract
 from tether.mcp._tools import tether_names
@@ -114,19 +107,3 @@ def test_tool_names_are_valid_short_and_distinct() -> None:
     assert len(names[long]) == 64
     assert tether_names("", ["9lives"]) == {"9lives": "_9lives"}
     assert len(set(names.values())) == len(names)
-
-
-@pytest.mark.parametrize(
-    "module",
-    [
-        tether.mcp._config,
-        tether.mcp._results,
-        tether.mcp._tools,
-        tether.mcp._portal,
-        tether.mcp._client,
-        tether._jsonschema,
-    ],
-)
-def test_the_docstring_examples_run(module: Any) -> None:
-    failures, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert failures == 0

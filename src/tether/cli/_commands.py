@@ -25,6 +25,7 @@ from ..journal import state_of
 from ..state import RunState
 from ._config import Settings, default_store_url, load_settings
 from ._decide import Choice, check_args_for, load_state, pretty_args, record, waiting
+from ._mcp import mcp as mcp_command
 from ._render import PlainRenderer, make_renderer
 from ._session import Asker, Outcome, Session
 
@@ -460,6 +461,4 @@ def resolve(session: Session, text: str) -> str:
     return session.run(find())
 
 
-from ._mcp import mcp  # noqa: E402  # `tether mcp list`: the MCP servers of the config
-
-cli.add_command(mcp)
+cli.add_command(mcp_command)  # `tether mcp list`: the MCP servers of the config

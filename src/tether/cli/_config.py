@@ -18,7 +18,7 @@ import os
 import secrets
 import stat
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ..policy import Policy
     from ..stores import RunStore
+    from ..tools import Tool
 
 CONFIG_KEYS = frozenset(("model", "base_url", "api_key_env", "store", "instructions", "max_steps", "mcp"))
 PROVIDERS = ("openai", "anthropic", "local", "scripted")
@@ -316,16 +317,18 @@ def build_tools(settings: Settings) -> list[Any]:
             raise ConfigError(text + hint) from None
 
 
-def build_agent(settings: Settings, store: RunStore, key: bytes) -> Agent:
-    """The agent every command that runs the loop uses: same tools, same fingerprint."""
+def build_agent(settings: Settings, store: RunStore, key: bytes, extra_tools: Sequence[Tool] = ()) -> Agent:
+    """The agent every command that runs the loop uses: same tools, same fingerprint.
+
+    ``extra_tools`` come after the workspace toolkit (the command line's MCP servers' tools).
+    """
     from ..agent import Agent
-    from ._mcp import mcp_tools
 
     policy = make_policy(settings)
     instructions = settings.instructions or INSTRUCTIONS.format(workspace=settings.workspace)
     return Agent(
         policy,
-        build_tools(settings) + mcp_tools(settings),
+        [*build_tools(settings), *extra_tools],
         instructions=instructions,
         max_steps=settings.max_steps,
         store=store,

@@ -6,8 +6,9 @@ declare); both are out of the agent's reach. A stdio server starts in the
 directory of the file that declares it unless ``cwd`` says otherwise (a
 relative ``cwd`` is read from there too), never in the workspace, whose files
 the agent can change. ``run``, ``chat`` and ``resume`` give the agent every
-configured server's tools, started once per command; a server that cannot
-start stops the command with a one-line error (exit status 2).
+configured server's tools (``Session.agent`` passes them to ``build_agent``),
+started once per command; a server that cannot start stops the command with a
+one-line error (exit status 2).
 
     [mcp.servers.time]
     command = "mcp-server-time"
@@ -28,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..exceptions import UserError
-from ._config import ConfigError, Settings, load_settings, read_config, user_config_path
+from ._config import Settings, load_settings, read_config, user_config_path
+from ._errors import ConfigError
 
 if TYPE_CHECKING:
     from ..mcp import McpClient, McpServer

@@ -31,6 +31,7 @@ from ..state import RunState
 from ._config import Settings, build_agent, default_store_url, open_store, signing_key
 from ._decide import Choice, record
 from ._errors import ConfigError
+from ._mcp import mcp_tools
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -121,7 +122,7 @@ class Session:
     @property
     def agent(self) -> Agent:
         if self._agent is None:
-            self._agent = build_agent(self.settings, self.store, self.key)
+            self._agent = build_agent(self.settings, self.store, self.key, mcp_tools(self.settings))
         return self._agent
 
     # -- runs ------------------------------------------------------------------
