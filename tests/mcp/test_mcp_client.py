@@ -247,3 +247,10 @@ def test_importing_tether_or_tether_mcp_does_not_import_the_sdk() -> None:
     code = "import sys, tether, tether.mcp; print(sorted(m for m in ('mcp', 'mcp_types', 'anyio') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_tool_of_a_closed_client_says_so_in_its_note(oracle: Oracle) -> None:
+    with McpClient([stdio(oracle)]) as client:
+        tools = client.tools_sync()
+    result = Agent(ScriptedModel([Action("t__add", {"a": 1}), "done"]), tools).run_sync("go")
+    assert notes(result)[0].content == "tool 't__add' failed: UserError: this MCP client is closed"

@@ -162,7 +162,7 @@ class McpClient:
 
     def _names(self, servers: Iterable[str]) -> list[str]:
         if self._closed:
-            raise UserError("this McpClient is closed")
+            raise UserError("this MCP client is closed")
         names = list(servers) or list(self.servers)
         for name in names:
             if name not in self.servers:

@@ -35,11 +35,14 @@ class Portal:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._stopped = False
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        """The loop (started now if it was not running)."""
+        """The loop (started now if it was not running; ``UserError`` once stopped)."""
         with self._lock:
+            if self._stopped:
+                raise UserError("this MCP client is closed")
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 self._thread = threading.Thread(target=loop.run_forever, name=self.name, daemon=True)
@@ -53,7 +56,12 @@ class Portal:
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Start ``coro`` on the loop; cancelling the future cancels it."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            loop = self.loop
+        except UserError:
+            coro.close()
+            raise
+        return asyncio.run_coroutine_threadsafe(coro, loop)
 
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await ``coro`` on the loop from any other loop."""
@@ -77,7 +85,7 @@ class Portal:
         """Stop the loop and wait for its thread (a no-op if it never started)."""
         with self._lock:
             loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
+            self._loop, self._thread, self._stopped = None, None, True
         if loop is None or thread is None:
             return
         loop.call_soon_threadsafe(loop.stop)
