@@ -9,6 +9,9 @@ transport it times the same ``add(a, b)`` called four ways:
   thread, the SDK call, the result made into a note);
 * whole agent steps with ``ScriptedModel`` calling that tool (runs of 20 calls, per call).
 
+Wall times suffer from the machine's load; the CPU this process spends per call
+(all its threads, not the server's) is the steadier measure of tether's share.
+
 The server is the test suite's ``MCPServer`` (``tests/mcp/fixture_server.py``). Timings
 live here, never in tests.
 """
@@ -40,18 +43,26 @@ async def add(a: int, b: int = 0) -> int:
     return a + b
 
 
-async def interleaved(calls: dict[str, Callable[[], Awaitable[Any]]], n: int) -> dict[str, list[float]]:
-    """Time each call n times, taking turns, so that a change in the machine's load hits all alike."""
+async def interleaved(
+    calls: dict[str, Callable[[], Awaitable[Any]]], n: int
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Time each call n times, taking turns, so that a change in the machine's load hits all alike.
+
+    Returns the wall times of each call (µs) and this process's CPU per call (µs, all
+    threads: the caller's loop, the MCP client's thread; not the server's process).
+    """
     for call in calls.values():
         for _ in range(min(20, n)):
             await call()  # warm up: connections, caches
     times: dict[str, list[float]] = {name: [] for name in calls}
+    cpu = dict.fromkeys(calls, 0.0)
     for _ in range(n):
         for name, call in calls.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             await call()
+            cpu[name] += time.process_time() - start_cpu
             times[name].append((time.perf_counter() - start) * 1e6)
-    return times
+    return times, {name: total * 1e6 / n for name, total in cpu.items()}
 
 
 def pct(values: list[float], q: int) -> float:
@@ -90,7 +101,7 @@ async def bench(label: str, server: McpServer, sdk_target: Any, n: int) -> None:
 
     async with Client(sdk_target, cache=None) as sdk, McpClient([server]) as client:
         mcp_add = next(t for t in await client.tools() if t.name.endswith("__add"))
-        results = await interleaved(
+        results, cpu = await interleaved(
             {
                 "direct @tool": lambda: add.invoke({"a": 1, "b": 2}, INVOCATION),
                 "MCP SDK client alone": lambda: sdk.call_tool("add", {"a": 1, "b": 2}),
@@ -101,9 +112,11 @@ async def bench(label: str, server: McpServer, sdk_target: Any, n: int) -> None:
         results["agent step with it"] = await agent_steps(mcp_add, n)
     print(f"\n{label}: {n} calls each")
     for name, times in results.items():
-        print(f"  {name:24s} p50 {pct(times, 50):9.0f} µs   p95 {pct(times, 95):9.0f} µs")
+        used = f"   CPU here {cpu[name]:6.0f} µs" if name in cpu else ""
+        print(f"  {name:24s} p50 {pct(times, 50):9.0f} µs   p95 {pct(times, 95):9.0f} µs{used}")
     extra = pct(results["tether MCP tool"], 50) - pct(results["MCP SDK client alone"], 50)
-    print(f"  tether over the SDK: {extra:+.0f} µs at p50")
+    extra_cpu = cpu["tether MCP tool"] - cpu["MCP SDK client alone"]
+    print(f"  tether over the SDK: {extra:+.0f} µs at p50, {extra_cpu:+.0f} µs of CPU per call")
 
 
 async def main(n: int) -> None:

@@ -5,8 +5,8 @@ task enters the SDK's client (which starts a stdio server process, or opens
 the HTTP session), reads the server's tool list, follows changes to it
 (``notifications/tools/list_changed`` on older servers, a
 ``subscriptions/listen`` stream on 2026 ones), and waits until it is closed or
-the connection ends. Every message from the server passes a relay that notices
-the end of the stream, so a server that dies is noticed at once: calls in
+the connection ends. The stream of messages from the server is watched for its
+end, so a server that dies is noticed at once: calls in
 flight fail with :class:`McpServerLost` (never a hang), and the next call
 starts the server again.
 """
@@ -190,7 +190,7 @@ class Connection:
             task.add_done_callback(self._tasks.discard)
 
     async def _quietly_relist(self, client: mcp.Client) -> None:
-        with contextlib.suppress(Exception):  # a server gone mid-way is noticed by the relay
+        with contextlib.suppress(Exception):  # a server gone mid-way is noticed by _Watched
             await self._relist(client)
 
     async def _listen(self, client: mcp.Client) -> None:
@@ -199,7 +199,7 @@ class Connection:
         if tools is None or not tools.list_changed:
             return
         # ListenNotSupportedError (an older server: it notifies instead), or the stream
-        # broke because the server went away (the relay has noticed that already).
+        # broke because the server went away (_Watched has noticed that already).
         with contextlib.suppress(Exception):
             async with client.listen(tools_list_changed=True) as changes:
                 async for _ in changes:
@@ -266,27 +266,47 @@ def digest(tool: mcp_types.Tool) -> str:
 @contextlib.asynccontextmanager
 async def _watched(transport: contextlib.AbstractAsyncContextManager[Any], lost: asyncio.Event) -> AsyncIterator[Any]:
     """``transport``'s streams, with ``lost`` set as soon as the server's side ends."""
-    import anyio
-
     async with transport as (read, write):
-        send, receive = anyio.create_memory_object_stream[Any](0)
+        yield _Watched(read, lost), write
 
-        async def relay() -> None:
-            try:
-                async with send:
-                    async for item in read:
-                        await send.send(item)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                pass
-            finally:
-                lost.set()
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(relay)
-            try:
-                yield receive, write
-            finally:
-                tg.cancel_scope.cancel()
+class _Watched:
+    """A transport's read stream that sets ``lost`` at its end; everything else passes through."""
+
+    def __init__(self, inner: Any, lost: asyncio.Event) -> None:
+        self._inner, self._lost = inner, lost
+
+    def __getattr__(self, name: str) -> Any:  # last_context (the sender's contextvars), and the like
+        return getattr(self._inner, name)
+
+    async def receive(self) -> Any:
+        import anyio
+
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._lost.set()
+            raise
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Watched:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 @contextlib.asynccontextmanager
