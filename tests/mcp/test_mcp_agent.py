@@ -12,6 +12,8 @@ from tether.mcp import McpClient
 from tether.stores.sqlite import SQLiteStore
 from tether.testing import ScriptedModel
 
+pytest.importorskip("mcp", reason="needs tether[mcp]")
+
 
 def paused_delete(oracle: Oracle, db: Path) -> RunState:
     """A run that asked to delete a file and waits for a human (its agent and server are gone after)."""

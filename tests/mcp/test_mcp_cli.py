@@ -12,6 +12,8 @@ import pytest
 
 from conftest import SERVER, Oracle
 
+pytest.importorskip("mcp", reason="needs tether[mcp]")
+
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 

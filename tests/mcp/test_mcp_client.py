@@ -16,6 +16,8 @@ from tether import Action, Agent, Message, RunResult, UserError
 from tether.mcp import McpClient, McpResult, McpServer, McpUnavailable, ToolRule
 from tether.testing import ScriptedModel
 
+pytest.importorskip("mcp", reason="needs tether[mcp]")
+
 
 def notes(result: RunResult) -> list[Message]:
     return [m for m in result.context if m.role == "tool"]
@@ -254,3 +256,9 @@ def test_a_tool_of_a_closed_client_says_so_in_its_note(oracle: Oracle) -> None:
         tools = client.tools_sync()
     result = Agent(ScriptedModel([Action("t__add", {"a": 1}), "done"]), tools).run_sync("go")
     assert notes(result)[0].content == "tool 't__add' failed: UserError: this MCP client is closed"
+
+
+def test_calls_of_one_reply_run_together_on_one_connection(server: McpServer) -> None:
+    with McpClient([server]) as client:
+        result = run(client, [Action("t__add", {"a": n, "b": 100}) for n in range(5)])
+    assert [n.content for n in notes(result)] == ["100", "101", "102", "103", "104"]

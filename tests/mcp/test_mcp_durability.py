@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import HERE, Oracle, alive
+
+pytest.importorskip("mcp", reason="needs tether[mcp]")
 
 WORKER = HERE / "agent_worker.py"
 

@@ -11,6 +11,8 @@ from tether import Action, Agent
 from tether.mcp import McpClient, McpResult, McpServer
 from tether.testing import ScriptedModel
 
+pytest.importorskip("mcp", reason="needs tether[mcp]")
+
 
 def test_mcp_server_time_answers_through_an_agent() -> None:
     server = McpServer("time", command=third_party("mcp-server-time"))
