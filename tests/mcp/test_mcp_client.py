@@ -19,6 +19,9 @@ from tether.testing import ScriptedModel
 pytest.importorskip("mcp", reason="needs tether[mcp]")
 
 
+SRC_ENV = {**os.environ, "PYTHONPATH": str(SERVER.parents[2] / "src")}  # subprocesses import this checkout
+
+
 def notes(result: RunResult) -> list[Message]:
     return [m for m in result.context if m.role == "tool"]
 
@@ -247,7 +250,7 @@ def test_configuration_mistakes_are_caught_before_anything_starts(monkeypatch: p
 
 def test_importing_tether_or_tether_mcp_does_not_import_the_sdk() -> None:
     code = "import sys, tether, tether.mcp; print(sorted(m for m in ('mcp', 'mcp_types', 'anyio') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=SRC_ENV)
     assert out.stdout.strip() == "[]"
 
 
@@ -262,3 +265,19 @@ def test_calls_of_one_reply_run_together_on_one_connection(server: McpServer) ->
     with McpClient([server]) as client:
         result = run(client, [Action("t__add", {"a": n, "b": 100}) for n in range(5)])
     assert [n.content for n in notes(result)] == ["100", "101", "102", "103", "104"]
+
+
+def test_the_server_of_a_client_left_open_does_not_outlive_the_process(oracle: Oracle) -> None:
+    code = (
+        "import asyncio, sys\n"
+        "from tether.mcp import McpClient, McpServer\n"
+        f"client = McpClient([McpServer('t', command=sys.executable, args=({str(SERVER)!r}, 'stdio'))])\n"
+        "print(asyncio.run(client.call('t', 'whoami')).text, flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=SRC_ENV)
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.strip())
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
