@@ -101,8 +101,9 @@ def test_overrides_win_in_order_hints_then_server_then_tool() -> None:
 
 def test_tool_names_are_valid_short_and_distinct() -> None:
     long = "x" * 80
-    names = tether_names("srv__", ["get time", "get_time", long, "9lives", "ünï"])
+    names = tether_names("srv__", ["get time", "get_time", long, "9lives", "ünï", "repo.search"])
     assert names["get_time"] == "srv__get_time"
+    assert names["repo.search"] == "srv__repo_search"  # no dots: providers refuse them
     assert names["get time"].startswith("srv__get_time-") and len(names["get time"]) == len("srv__get_time") + 7
     assert len(names[long]) == 64
     assert tether_names("", ["9lives"]) == {"9lives": "_9lives"}

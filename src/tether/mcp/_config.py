@@ -96,7 +96,7 @@ class McpServer:
         for label, value in (("timeout", self.timeout), ("connect_timeout", self.connect_timeout)):
             if value is not None and not value > 0:
                 raise UserError(f"MCP server {self.name!r}: {label} must be positive, got {value!r}")
-        if self.prefix is not None and not re.fullmatch(r"([A-Za-z_][A-Za-z0-9_.-]{0,39})?", self.prefix):
+        if self.prefix is not None and not re.fullmatch(r"([A-Za-z_][A-Za-z0-9_-]{0,39})?", self.prefix):
             raise UserError(f"MCP server {self.name!r}: prefix {self.prefix!r} must be a short tool-name start")
         object.__setattr__(self, "args", tuple(self.args))
         if self.include is not None:

@@ -5,8 +5,9 @@ definition, so the agent's fingerprint covers the server's description and
 input schema (a run paused before the server changed a tool does not resume:
 ``StateIncompatible``), and the model's arguments are checked against the
 server's schema before anything is sent. Names are ``PREFIX + tool``
-(``time__get_current_time``), made valid tether names (other characters become
-``_``; a long or clashing name ends in a short hash of the original).
+(``time__get_current_time``), made names every provider accepts (characters
+other than letters, digits, ``_`` and ``-`` become ``_``; a long or clashing
+name ends in a short hash of the original).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def tether_names(prefix: str, tools: Iterable[str]) -> dict[str, str]:
 
 
 def _clean(prefix: str, tool: str) -> str:
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", prefix + tool)
+    # Stricter than tether's names: no dots, which the big providers refuse in tool names.
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", prefix + tool)
     return name if re.match(r"[A-Za-z_]", name) else "_" + name
 
 
