@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from mcp_support import Oracle, stdio
 
-from conftest import Oracle, stdio
 from tether import Action, Agent, RunState, StateIncompatible
 from tether.mcp import McpClient
 from tether.stores.sqlite import SQLiteStore

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import SERVER, Oracle
+from mcp_support import SERVER, Oracle
 
 pytest.importorskip("mcp", reason="needs tether[mcp]")
 

@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 import pytest
+from mcp_support import SERVER, Oracle, alive, stdio
 
-from conftest import SERVER, Oracle, alive, stdio
 from tether import Action, Agent, Message, RunResult, UserError
 from tether.mcp import McpClient, McpResult, McpServer, McpUnavailable, ToolRule
 from tether.testing import ScriptedModel
@@ -215,7 +215,7 @@ def test_a_server_that_cannot_start_says_why_without_hanging(command: list[str],
 
 
 def test_an_http_server_that_is_not_there_is_reported(oracle: Oracle) -> None:
-    from conftest import free_port
+    from mcp_support import free_port
 
     gone = McpServer("gone", url=f"http://127.0.0.1:{free_port()}/mcp")
     with (
@@ -226,7 +226,7 @@ def test_an_http_server_that_is_not_there_is_reported(oracle: Oracle) -> None:
 
 
 def test_an_http_server_that_restarts_is_reconnected(oracle: Oracle) -> None:
-    from conftest import free_port, serve_http
+    from mcp_support import free_port, serve_http
 
     port = free_port()
     command, env = [sys.executable, str(SERVER), "http", str(port)], {"ORACLE": str(oracle.path)}

@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import HERE, Oracle, alive
+from mcp_support import HERE, Oracle, alive
 
 pytest.importorskip("mcp", reason="needs tether[mcp]")
 

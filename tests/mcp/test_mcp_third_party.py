@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from mcp_support import third_party
 
-from conftest import third_party
 from tether import Action, Agent
 from tether.mcp import McpClient, McpResult, McpServer
 from tether.testing import ScriptedModel
