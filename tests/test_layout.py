@@ -16,6 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tether"
 CORE = {
     "__init__",
     "_crash",
+    "_jsonschema",
     "agent",
     "context",
     "events",

@@ -185,6 +185,77 @@ class Tool:
                 raise ToolTimedOut(f"tool {self.name!r} timed out after {self.timeout:g} seconds") from None
             raise
 
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        fn: Callable[..., Any],
+        *,
+        terminal: bool = False,
+        approval: Approval = False,
+        effect: Effect = "once",
+        timeout: float | None = None,
+    ) -> Tool:
+        """A tool whose JSON Schema comes from elsewhere (MCP, OpenAPI, a registry).
+
+        Arguments are checked against ``parameters`` before ``fn`` runs, with
+        the same notes and the same lax coercion as ``@tool`` (``"5"`` for an
+        integer becomes ``5``); ``fn`` gets them as keyword arguments, defaults
+        filled in, plus the :class:`Invocation` if it declares a parameter
+        annotated with it. The JSON-Schema subset checked is listed in
+        :mod:`tether._jsonschema` and ``docs/mcp.md``.
+
+        >>> echo = Tool.from_schema("echo", "Say it back.",
+        ...     {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        ...     lambda n: n, effect="none")
+        >>> echo.validate({"n": "5"})
+        {'n': 5}
+        """
+        from ._jsonschema import compile_schema
+        from .exceptions import UserError
+
+        if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
+            raise UserError(f"tool {name!r}: parameters must be a JSON Schema of type 'object'")
+        try:
+            hints = get_type_hints(fn)
+        except Exception:  # unresolvable forward references, or nothing to read (a builtin)
+            hints = {}
+        inject = next((p for p, hint in hints.items() if hint is Invocation and p != "return"), None)
+        if inject is not None and inject in (parameters.get("properties") or {}):
+            raise UserError(f"tool {name!r}: parameter {inject!r} is both the Invocation and a schema property")
+        try:
+            checker = compile_schema(parameters)
+        except Exception as exc:  # pydantic-core refused what we built: a schema we cannot read
+            raise UserError(f"tool {name!r}: cannot read its JSON Schema: {exc}") from exc
+        return SchemaTool(
+            name=name, description=description, parameters=dict(parameters), fn=fn, terminal=terminal,
+            approval=approval, effect=effect, timeout=timeout, inject=inject, checker=checker,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class SchemaTool(Tool):
+    """A :class:`Tool` whose arguments are checked against its JSON Schema (made by :meth:`Tool.from_schema`).
+
+    >>> Tool.from_schema("t", "", {"properties": {"n": {"type": "integer"}}}, lambda n=0: n).validate({"n": "2"})
+    {'n': 2}
+    """
+
+    checker: Any = field(default=None, repr=False)  # a pydantic_core.SchemaValidator
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated (and safely coerced) arguments, defaults filled, or :class:`ArgumentsInvalid`."""
+        if self.checker is None:
+            return dict(args)
+        import pydantic_core
+
+        try:
+            return dict(self.checker.validate_python(args))
+        except pydantic_core.ValidationError as exc:
+            raise ArgumentsInvalid(self._explain(exc)) from None
+
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 

@@ -37,6 +37,7 @@ from ._decide import (
     record,
     waiting,
 )
+from ._mcp import mcp as mcp_command
 from ._render import PlainRenderer, json_line, make_renderer, visible
 from ._session import Asker, Outcome, Session
 
@@ -490,3 +491,6 @@ def resolve(session: Session, text: str) -> str:
         raise UserError(f"{text!r} matches {len(found)} runs; give more of the id")
 
     return session.run(find())
+
+
+cli.add_command(mcp_command)  # `tether mcp list`: the MCP servers of the config

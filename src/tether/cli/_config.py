@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,8 +34,9 @@ if TYPE_CHECKING:
     from ..agent import Agent
     from ..policy import Policy
     from ..stores import RunStore
+    from ..tools import Tool
 
-CONFIG_KEYS = frozenset(("model", "base_url", "api_key_env", "store", "instructions", "max_steps"))
+CONFIG_KEYS = frozenset(("model", "base_url", "api_key_env", "store", "instructions", "max_steps", "mcp"))
 RECORDED = {"model": "--model", "base_url": "--base-url", "api_key_env": "--api-key-env", "workspace": "--workspace"}
 PROVIDERS = ("openai", "anthropic", "local", "scripted")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -146,6 +147,8 @@ def read_config(path: Path) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"unknown setting {unknown[0]!r} in {str(path)!r}; known: {', '.join(sorted(CONFIG_KEYS))}")
     for key, value in data.items():
+        if key == "mcp":  # [mcp.servers.NAME] tables, checked by tether.cli._mcp
+            continue
         kind = int if key == "max_steps" else str
         if not isinstance(value, kind) or isinstance(value, bool):
             names = {"int": "an integer", "str": "a string", "bool": "true or false"}
@@ -375,15 +378,18 @@ def build_tools(settings: Settings) -> list[Any]:
             raise ConfigError(text + hint) from None
 
 
-def build_agent(settings: Settings, store: RunStore, key: bytes) -> Agent:
-    """The agent every command that runs the loop uses: same tools, same fingerprint."""
+def build_agent(settings: Settings, store: RunStore, key: bytes, extra_tools: Sequence[Tool] = ()) -> Agent:
+    """The agent every command that runs the loop uses: same tools, same fingerprint.
+
+    ``extra_tools`` come after the workspace toolkit (the command line's MCP servers' tools).
+    """
     from ..agent import Agent
 
     policy = make_policy(settings)
     instructions = settings.instructions or INSTRUCTIONS.format(workspace=settings.workspace)
     return Agent(
         policy,
-        build_tools(settings),
+        [*build_tools(settings), *extra_tools],
         instructions=instructions,
         max_steps=settings.max_steps,
         store=store,

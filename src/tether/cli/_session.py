@@ -36,6 +36,7 @@ from ._config import Settings, build_agent, open_store, recorded_fields, setting
 from ._decide import Choice, record
 from ._errors import ConfigError
 from ._keys import check_record, key_source, run_meta, signing_key
+from ._mcp import mcp_tools
 from ._trust import check_user_config, make_state_dir, sqlite_path, user_config_dir
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ class Session:
         make_state_dir(settings.workspace)
         spec = (settings.workspace, settings.model, settings.base_url, settings.api_key_env)
         if spec not in self._agents:
-            self._agents[spec] = build_agent(settings, self.store, self.key)
+            self._agents[spec] = build_agent(settings, self.store, self.key, mcp_tools(settings))
         return self._agents[spec]
 
     async def settings_of(self, run_id: str) -> Settings:

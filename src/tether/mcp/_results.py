@@ -1,0 +1,97 @@
+"""What an MCP tool call returned, as a value, and as the note the model reads.
+
+Until :class:`~tether.Message` carries image parts, a tool result is text: each
+content block becomes a line (an image becomes ``[image image/png, 1234
+bytes]``), and the bytes of images, audio and embedded binary resources stay
+on :attr:`McpResult.blobs` for code that wants them (``McpClient.call`` and the
+client's ``on_result`` hook). Structured content is shown as JSON when the
+server sent no text.
+
+>>> McpResult("3 files", structured={"count": 3}).text
+'3 files'
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class McpBlob:
+    """Binary content from a tool result: an image, audio, or a binary resource.
+
+    >>> McpBlob("image", "image/png", b"...").describe()
+    '[image image/png, 3 bytes]'
+    """
+
+    kind: Literal["image", "audio", "resource"]
+    mime_type: str
+    data: bytes
+    uri: str | None = None
+
+    def describe(self) -> str:
+        """The line that stands for this blob in the note."""
+        where = f" {self.uri}" if self.uri else ""
+        return f"[{self.kind}{where} {self.mime_type}, {len(self.data)} bytes]"
+
+
+@dataclass(frozen=True, slots=True)
+class McpResult:
+    """One ``tools/call`` result: the note's text, ``isError``, structured content and blobs."""
+
+    text: str
+    is_error: bool = False
+    structured: Any = None
+    blobs: tuple[McpBlob, ...] = ()
+
+
+def to_result(result: Any) -> McpResult:
+    """An :class:`McpResult` from the SDK's ``CallToolResult``."""
+    lines: list[str] = []
+    blobs: list[McpBlob] = []
+    for block in result.content or ():
+        line, blob = _block(block)
+        lines.append(line)
+        if blob is not None:
+            blobs.append(blob)
+    structured = result.structured_content
+    if structured is not None and not any(getattr(b, "type", "") == "text" for b in result.content or ()):
+        lines.append(json.dumps(structured, ensure_ascii=False, sort_keys=True))
+    return McpResult("\n".join(lines), bool(result.is_error), structured, tuple(blobs))
+
+
+def _block(block: Any) -> tuple[str, McpBlob | None]:
+    kind = getattr(block, "type", "")
+    if kind == "text":
+        return block.text, None
+    if kind in ("image", "audio"):
+        blob = McpBlob(
+            "image" if kind == "image" else "audio", block.mime_type or "application/octet-stream", _decode(block.data)
+        )
+        return blob.describe(), blob
+    if kind == "resource_link":
+        mime = f" {block.mime_type}" if block.mime_type else ""
+        return f"[resource link {block.uri} ({block.name}){mime}]", None
+    if kind == "resource":
+        return _resource(block.resource)
+    return f"[{kind or 'unknown'} content]", None
+
+
+def _resource(res: Any) -> tuple[str, McpBlob | None]:
+    uri, mime = str(res.uri), res.mime_type or "application/octet-stream"
+    if getattr(res, "text", None) is not None:
+        return f"[resource {uri}]\n{res.text}", None
+    blob = McpBlob("resource", mime, _decode(getattr(res, "blob", "") or ""), uri)
+    return blob.describe(), blob
+
+
+def _decode(data: str | bytes) -> bytes:
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        return base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        return raw  # not base64 after all: keep what the server sent
