@@ -33,7 +33,18 @@ async def run_bounded(jobs: Sequence[Job[T]], limit: int) -> list[T]:
         async with gate:
             results[i] = await job()
 
-    async with asyncio.TaskGroup() as tg:
-        for i, job in enumerate(jobs):
-            tg.create_task(slot(i, job))
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for i, job in enumerate(jobs):
+                tg.create_task(slot(i, job))
+    except BaseExceptionGroup as group:
+        raise _first(group) from None
     return results  # type: ignore[return-value]  # every slot was filled
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first real error of a task group (one clear traceback instead of a tree)."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error

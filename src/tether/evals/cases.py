@@ -3,7 +3,7 @@
 A :class:`Case` is one task: the ``input`` given to the agent, and what makes
 the run right — an ``expected`` output (compared ``exact``, by ``contains`` or
 as ``json``), the ``tool_calls`` the agent should make, the run's final
-``status``, extra :mod:`~tether.evals.graders`, or any mix. ``files`` are laid
+``status``, text the answer must not contain (``forbidden``), extra :mod:`~tether.evals.graders`, or any mix. ``files`` are laid
 out in the trial's fresh working directory before the agent is built;
 ``human`` scripts the person who answers approval requests (``"approve"``,
 ``"deny: too much"``, ...). ``reference`` holds the ideal replies, which
@@ -32,7 +32,7 @@ from ..exceptions import UserError
 from ..messages import Message
 from ..policy import Action, Move
 from ..testing import ScriptedModel
-from .graders import Grader, contains, exact, json_match, status_is, tool_calls
+from .graders import Grader, contains, exact, excludes, json_match, status_is, tool_calls
 
 if TYPE_CHECKING:
     from .. import Agent
@@ -80,6 +80,7 @@ class Case:
     order: Order = "any"
     same_reply: bool = False
     status: str | None = None
+    forbidden: tuple[str, ...] = ()
     extra: tuple[Grader, ...] = ()
     tags: tuple[str, ...] = ()
     files: Mapping[str, str] = field(default_factory=dict)
@@ -107,6 +108,8 @@ class Case:
             out.append(tool_calls(self.tool_calls, order=self.order, same_reply=self.same_reply))
         if self.status is not None:
             out.append(status_is(self.status))
+        if self.forbidden:
+            out.append(excludes(*self.forbidden))
         out.extend(self.extra)
         return out
 
@@ -125,7 +128,8 @@ class Case:
         if self.tool_calls is not None:
             data["tool_calls"] = [c.to_dict() for c in self.tool_calls]
             data["order"], data["same_reply"] = self.order, self.same_reply
-        optional = {"status": self.status, "tags": list(self.tags), "files": dict(self.files)}
+        optional = {"status": self.status, "forbidden": list(self.forbidden), "tags": list(self.tags)}
+        optional["files"] = dict(self.files)
         optional |= {"human": list(self.human), "data": dict(self.data)}
         data |= {k: v for k, v in optional.items() if v}
         if self.reference:
@@ -153,6 +157,7 @@ class Case:
             order=data.get("order", "any"),
             same_reply=bool(data.get("same_reply", False)),
             status=data.get("status"),
+            forbidden=tuple(data.get("forbidden", ())),
             tags=tuple(data.get("tags", ())),
             files=dict(data.get("files", {})),
             human=tuple(data.get("human", ())),
@@ -162,7 +167,7 @@ class Case:
 
 
 _CASE_KEYS = frozenset(
-    ("id", "input", "expected", "match", "tool_calls", "order", "same_reply", "status")
+    ("id", "input", "expected", "match", "tool_calls", "order", "same_reply", "status", "forbidden")
     + ("tags", "files", "human", "reference", "data")
 )
 
@@ -232,12 +237,16 @@ def load_jsonl(path: str | Path, *, name: str | None = None, agent: AgentFactory
     return Dataset(name or path.stem, cases, agent)
 
 
-def reference_brain(case: Case) -> ScriptedModel:
+def reference_brain(case: Case | Setup) -> ScriptedModel:
     """A brain that plays back ``case.reference`` (UserError if the case has none).
+
+    Takes a Case or a :class:`~tether.evals.Setup`, so ``brain=reference_brain``
+    gives each trial its case's script.
 
     >>> reference_brain(Case("a", "hi", expected="hello", reference=("hello",))).replies
     ['hello']
     """
+    case = case if isinstance(case, Case) else case.case
     if not case.reference:
         raise UserError(f"case {case.id!r} has no reference replies to play back")
     return ScriptedModel(list(case.reference))

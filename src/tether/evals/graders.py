@@ -2,7 +2,7 @@
 
 A grader has a ``name`` and ``async grade(outcome) -> Grade``. The built-ins:
 
-* :func:`exact`, :func:`contains`, :func:`json_match`: the final answer;
+* :func:`exact`, :func:`contains`, :func:`excludes`, :func:`json_match`: the final answer;
 * :func:`tool_calls`: the calls made, by name and arguments, compared
   type-tolerantly (:func:`same`), in any order, in order, or exactly, and
   optionally all in one reply;
@@ -141,6 +141,18 @@ def contains(*needles: str, any_of: bool = False, case_sensitive: bool = False) 
         return Grade(ok, score, "" if ok else f"missing {missing} in {_short(got)!r}")
 
     return function(check, "contains")
+
+
+def excludes(*needles: str, case_sensitive: bool = False) -> FunctionGrader:
+    """The answer contains none of the needles (e.g. a claim the agent must not make)."""
+
+    def check(o: Outcome) -> Grade:
+        got = o.output or ""
+        fold = (lambda s: s) if case_sensitive else str.casefold
+        found = [n for n in needles if fold(n) in fold(got)]
+        return Grade(not found, reason="" if not found else f"the answer says {found}: {_short(got)!r}")
+
+    return function(check, "excludes")
 
 
 def json_match(expected: Any, *, subset: bool = True) -> FunctionGrader:
