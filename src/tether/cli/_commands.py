@@ -458,3 +458,9 @@ def resolve(session: Session, text: str) -> str:
         raise UserError(f"{text!r} matches {len(found)} runs; give more of the id")
 
     return session.run(find())
+
+
+# `tether eval` lives in its own module (the evaluation harness's face).
+from ._eval import eval_group  # noqa: E402
+
+cli.add_command(eval_group)

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 from . import graders
+from ._loading import load_dataset
 from .cases import Case, Dataset, ExpectedCall, load_jsonl, reference_brain
 from .compare import Comparison, compare
 from .graders import Grade, Grader
@@ -41,6 +42,7 @@ __all__ = [
     "Grade",
     "Grader",
     "graders",
+    "load_dataset",
     "load_jsonl",
     "load_report",
     "Outcome",
