@@ -5,7 +5,6 @@ No library and nothing fetched: the page that embeds them stays one file.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from html import escape
 
@@ -32,7 +31,7 @@ def bars(items: Sequence[tuple[str, float]], *, title: str, unit: str = "%", wid
 
 def histogram(values: Sequence[float], *, title: str, xlabel: str, bins: int = 12, width: int = 560) -> str:
     """Counts of ``values`` in equal-width bins, with the axis labelled."""
-    height, left, bottom, top = 200, 40, 36, 28
+    height, left, bottom, top = 210, 40, 36, 42
     parts = [_open(width, height, title), _text(8, 18, title, weight="bold")]
     if not values:
         parts.append(_text(left, top + 40, "no data"))
@@ -54,8 +53,8 @@ def histogram(values: Sequence[float], *, title: str, xlabel: str, bins: int = 1
             parts.append(_text(x + bar_w / 2, y - 3, str(c), anchor="middle", size=10))
     axis_y = top + plot_h
     parts.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + plot_w}" y2="{axis_y}" stroke="{INK}"/>')
-    for frac in (0.0, 0.5, 1.0):
-        parts.append(_text(left + plot_w * frac, axis_y + 14, _num(low + span * frac), anchor="middle", size=10))
+    for frac, anchor in ((0.0, "start"), (0.5, "middle"), (1.0, "end")):
+        parts.append(_text(left + plot_w * frac, axis_y + 14, _num(low + span * frac), anchor=anchor, size=10))
     parts.append(_text(left + plot_w / 2, height - 6, xlabel, anchor="middle", size=11))
     parts.append("</svg>")
     return "".join(parts)
@@ -81,7 +80,7 @@ def _clip(text: str, n: int) -> str:
 
 
 def _num(v: float) -> str:
-    if v == 0 or abs(v) >= 100:
+    """A short axis label: three significant digits, no exponent for everyday sizes."""
+    if abs(v) >= 100:
         return f"{v:.0f}"
-    digits = max(0, 2 - int(math.floor(math.log10(abs(v)))))
-    return f"{v:.{digits}f}"
+    return f"{v:.3g}" if abs(v) >= 0.001 else "0"
