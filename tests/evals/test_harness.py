@@ -233,4 +233,4 @@ async def test_an_agent_instance_with_a_store_is_used_for_every_case() -> None:
     agent = Agent(FunctionPolicy(lambda ctx, tools: "18C"), TOOLS, store=store)
     report = await evaluate([Case("a", "x", expected="18C"), Case("b", "y", expected="18C")], agent)
     assert report.summary().accuracy == 1.0
-    assert await store.get(run_id_for("eval", "b", 0)) is not None
+    assert await store.get(run_id_for("cases", "b", 0)) is not None

@@ -61,6 +61,10 @@ class Setup:
     back from it) and, for workspace tasks, point its tools at ``workdir``: a
     fresh directory holding the case's ``files``, removed after the trial.
     ``brain`` is the policy being evaluated, when one was given.
+
+    Anything shaped like an Agent will do: a ``store`` attribute and
+    ``async run(task, *, run_id=...)`` / ``run(run_id=...)`` that journal the
+    run under ``run_id`` (a pattern such as plan-and-execute wrapped that way).
     """
 
     case: Case
@@ -107,7 +111,7 @@ async def evaluate(
     (default: the system's temporary directory). ``runner`` runs the trials
     (default: a bounded asyncio pool of ``concurrency``).
     """
-    ds = dataset if isinstance(dataset, Dataset) else Dataset(name or "eval", dataset)
+    ds = dataset if isinstance(dataset, Dataset) else Dataset(name or "cases", dataset)
     _check(trials, concurrency, unfinished)
     factory = _factory(ds, agent, brain)
     if store is None:
@@ -212,7 +216,7 @@ class _Trials:
         agent = self.factory(setup)
         if inspect.isawaitable(agent):
             agent = await agent
-        if not isinstance(agent, Agent) or agent.store is not setup.store:
+        if not callable(getattr(agent, "run", None)) or getattr(agent, "store", None) is not setup.store:
             raise UserError(
                 f"the agent factory must return an Agent built with store=setup.store (case {setup.case.id!r})"
             )
