@@ -15,12 +15,37 @@ import re
 from tether import Action, FunctionPolicy, tool
 from tether.evals import Case, ExpectedCall
 
-TRAIN_CITIES = ["Paris", "Tokyo", "Delhi", "Lima", "Oslo", "Cairo", "Rome", "Berlin", "Madrid", "Dublin",
-                "Vienna", "Prague", "Lisbon", "Athens", "Warsaw", "Moscow", "Seoul", "Bangkok", "Hanoi", "Nairobi"]
+TRAIN_CITIES = [
+    "Paris",
+    "Tokyo",
+    "Delhi",
+    "Lima",
+    "Oslo",
+    "Cairo",
+    "Rome",
+    "Berlin",
+    "Madrid",
+    "Dublin",
+    "Vienna",
+    "Prague",
+    "Lisbon",
+    "Athens",
+    "Warsaw",
+    "Moscow",
+    "Seoul",
+    "Bangkok",
+    "Hanoi",
+    "Nairobi",
+]
 TEST_CITIES = ["Quito", "Accra", "Riga", "Tunis", "Manila", "Havana", "Bogota", "Zagreb", "Sofia", "Tallinn"]
 CURRENCIES = ["USD", "EUR", "JPY", "GBP", "CHF", "CAD"]
-WEATHER_ASKS = ["What's the weather in {c}?", "How is the weather in {c} today?", "Weather in {c} please",
-                "Tell me the weather for {c}.", "Is it warm in {c}?"]
+WEATHER_ASKS = [
+    "What's the weather in {c}?",
+    "How is the weather in {c} today?",
+    "Weather in {c} please",
+    "Tell me the weather for {c}.",
+    "Is it warm in {c}?",
+]
 PAIR_ASKS = ["What's the weather in {a} and in {b}?", "Compare the weather in {a} and {b}."]
 CONVERT_ASKS = ["Convert {n} {x} to {y}.", "How much is {n} {x} in {y}?", "Please change {n} {x} into {y}"]
 SMALL_TALK = ["Hello there!", "Thanks a lot!", "Who are you?", "Good morning", "Tell me about yourself."]
@@ -104,7 +129,6 @@ def cases(n: int, cities: list[str], seed: int) -> list[Case]:
     out = []
     for i, task in enumerate(tasks(n, cities, seed)):
         result = Agent(brain(), TOOLS).run_sync(task)
-        calls = [ExpectedCall(c.name, json.loads(c.arguments))
-                 for m in result.context for c in m.tool_calls]
+        calls = [ExpectedCall(c.name, json.loads(c.arguments)) for m in result.context for c in m.tool_calls]
         out.append(Case(f"t{i}", task, expected=result.output, tool_calls=tuple(calls), order="exact"))
     return out

@@ -13,8 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_refund_brain_example_trains_and_evaluates(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / "train_refund_brain.py"), "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=240, env=env)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "train_refund_brain.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "trained TrainedPolicy(" in out.stdout and "teacher -> trained: accuracy 100% ->" in out.stdout
     trained = json.loads((tmp_path / "trained.json").read_text())

@@ -95,12 +95,18 @@ def test_it_only_makes_moves_the_offered_tools_allow(brain: TrainedPolicy) -> No
 
 def test_examples_come_from_finished_runs_and_skip_grade_records() -> None:
     store = recorded(8)
-    asyncio.run(evaluate(S.cases(2, S.TEST_CITIES, 3), lambda s: Agent(S.brain(), S.TOOLS, store=s.store),
-                         store=store, name="graded"))
+    asyncio.run(
+        evaluate(
+            S.cases(2, S.TEST_CITIES, 3), lambda s: Agent(S.brain(), S.TOOLS, store=s.store), store=store, name="graded"
+        )
+    )
     examples = asyncio.run(examples_from_store(store))
     events = asyncio.run(store.load("demo-0"))
-    assert len(examples) == sum(len(examples_from_events(asyncio.run(store.load(r.run_id))))
-                                for r in asyncio.run(store.list_runs()) if not r.run_id.endswith("#grade"))
+    assert len(examples) == sum(
+        len(examples_from_events(asyncio.run(store.load(r.run_id))))
+        for r in asyncio.run(store.list_runs())
+        if not r.run_id.endswith("#grade")
+    )
     assert examples_from_events(events)[0].context.last().role == "user"
     assert asyncio.run(store.get(run_id_for("graded", "t0", 0) + "#grade")) is not None
 

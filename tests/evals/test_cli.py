@@ -16,8 +16,9 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 def tether(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "OPENAI", "ANTHROPIC"))}
     env.update(PYTHONPATH=SRC, HOME=str(cwd), NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "tether", "eval", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tether", "eval", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_list_shows_the_shipped_datasets(tmp_path: Path) -> None:
@@ -44,8 +45,17 @@ def test_tags_cases_trials_and_a_minimum_accuracy(tmp_path: Path) -> None:
     assert out.returncode == 0 and "4 cases x 2 trials" in out.stdout and "pass@2 1.00" in out.stdout
     script = tmp_path / "wrong.json"
     script.write_text(json.dumps(["I don't know."]))
-    low = tether("run", "no-tool", "--case", "no-tool-history", "--model", f"scripted:{script}",
-                 "--min-accuracy", "0.5", cwd=tmp_path)
+    low = tether(
+        "run",
+        "no-tool",
+        "--case",
+        "no-tool-history",
+        "--model",
+        f"scripted:{script}",
+        "--min-accuracy",
+        "0.5",
+        cwd=tmp_path,
+    )
     assert low.returncode == 1 and "accuracy 0%" in low.stdout
 
 
@@ -53,8 +63,9 @@ def test_compare_exits_1_on_a_regression(tmp_path: Path) -> None:
     script = tmp_path / "wrong.json"
     script.write_text(json.dumps(["I don't know."]))
     tether("run", "no-tool", "--case", "no-tool-history", "--model", "reference", "--json", "a.json", cwd=tmp_path)
-    tether("run", "no-tool", "--case", "no-tool-history", "--model", f"scripted:{script}", "--json", "b.json",
-           cwd=tmp_path)
+    tether(
+        "run", "no-tool", "--case", "no-tool-history", "--model", f"scripted:{script}", "--json", "b.json", cwd=tmp_path
+    )
     worse = tether("compare", "a.json", "b.json", cwd=tmp_path)
     assert worse.returncode == 1 and "REGRESSED  no-tool-history: 100% -> 0%" in worse.stdout
     same = tether("compare", "a.json", "a.json", cwd=tmp_path)

@@ -65,7 +65,11 @@ def test_every_shipped_case_is_tagged_and_has_a_body() -> None:
 def test_tags_and_ids_select_cases() -> None:
     ds = load("tether-tasks")
     assert {c.id for c in ds.select(tags=["several-calls"]).cases} == {
-        "several-weather", "several-currency", "several-stocks", "several-math"}
+        "several-weather",
+        "several-currency",
+        "several-stocks",
+        "several-math",
+    }
     assert [c.id for c in ds.select(ids=["ws-read"]).cases] == ["ws-read"]
 
 
@@ -84,7 +88,7 @@ def test_json_lines_errors_name_the_line(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"bad.jsonl:2: unknown case field\(s\) \['colour'\]"):
         load_jsonl(path)
     path.write_text("{not json\n")
-    with pytest.raises(UserError, match="bad.jsonl:1: not JSON"):
+    with pytest.raises(UserError, match=r"bad\.jsonl:1: not JSON"):
         load_jsonl(path)
     with pytest.raises(UserError, match="cannot read dataset"):
         load_jsonl(tmp_path / "missing.jsonl")
@@ -93,7 +97,9 @@ def test_json_lines_errors_name_the_line(tmp_path: Path) -> None:
 def test_load_dataset_takes_a_name_a_jsonl_or_a_python_file(tmp_path: Path) -> None:
     assert load_dataset("toolbox").name == "toolbox"
     py = tmp_path / "mine.py"
-    py.write_text("from tether.evals import Case, Dataset\ndataset = Dataset('mine', [Case('a', 'hi', expected='hello')])\n")
+    py.write_text(
+        "from tether.evals import Case, Dataset\ndataset = Dataset('mine', [Case('a', 'hi', expected='hello')])\n"
+    )
     assert [c.id for c in load_dataset(str(py)).cases] == ["a"]
     with pytest.raises(UserError, match="unknown dataset"):
         load_dataset("nope")

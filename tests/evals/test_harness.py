@@ -143,8 +143,13 @@ async def test_the_model_reads_a_denial_with_its_message() -> None:
 
 async def test_approvals_work_with_a_signing_key() -> None:
     key = b"k" * 32
-    case = Case("signed", "email", status="finished", human=("approve",),
-                reference=(Action("send_email", {"to": "x@y.z", "body": "b"}), "Sent."))
+    case = Case(
+        "signed",
+        "email",
+        status="finished",
+        human=("approve",),
+        reference=(Action("send_email", {"to": "x@y.z", "body": "b"}), "Sent."),
+    )
     report = await evaluate([case], lambda s: Agent(reference_brain(s.case), TOOLS, store=s.store, signing_key=key))
     assert report.results[0].passed, report.results[0]
 
@@ -171,8 +176,13 @@ async def test_finished_trials_are_read_back_from_the_store(tmp_path: Path) -> N
 async def test_a_changed_case_is_run_again() -> None:
     store = MemoryStore()
     await evaluate([WEATHER], by_reference, name="w", store=store)
-    changed = Case("weather", "Weather in Oslo?", expected="Oslo", match="contains",
-                   reference=(Action("get_weather", {"city": "Oslo"}), "Oslo: 18C"))
+    changed = Case(
+        "weather",
+        "Weather in Oslo?",
+        expected="Oslo",
+        match="contains",
+        reference=(Action("get_weather", {"city": "Oslo"}), "Oslo: 18C"),
+    )
     report = await evaluate([changed], by_reference, name="w", store=store)
     assert report.summary().read_back == 0 and report.results[0].passed
 
@@ -214,7 +224,7 @@ async def test_a_price_gives_the_cost() -> None:
 
 
 async def test_misuse_is_a_clear_user_error() -> None:
-    with pytest.raises(UserError, match="store=setup.store"):
+    with pytest.raises(UserError, match=r"store=setup\.store"):
         await evaluate([WEATHER], lambda s: Agent(reference_brain(s.case), TOOLS))
     with pytest.raises(UserError, match="has no agent body"):
         await evaluate(Dataset("bare", [WEATHER]), brain=ScriptedModel([]))

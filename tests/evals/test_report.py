@@ -14,14 +14,32 @@ from tether.evals import Grade, Report, TrialResult, compare, load_report
 
 def trial(case: str, t: int, passed: bool, **kw: object) -> TrialResult:
     grades = (Grade(passed, reason="" if passed else f"{case} was wrong", grader="exact"),)
-    return TrialResult(case, t, f"eval:e:{case}:{t}", passed, float(passed), "finished", "out <b>&", grades,
-                       replies=2, tool_calls=1, input_tokens=10, output_tokens=5, seconds=0.1 + t, **kw)  # type: ignore[arg-type]
+    return TrialResult(
+        case,
+        t,
+        f"eval:e:{case}:{t}",
+        passed,
+        float(passed),
+        "finished",
+        "out <b>&",
+        grades,
+        replies=2,
+        tool_calls=1,
+        input_tokens=10,
+        output_tokens=5,
+        seconds=0.1 + t,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 REPORT = Report(
     "demo",
-    [trial("refund", 0, True, tags=("seed",)), trial("refund", 1, False, tags=("seed",)),
-     trial("weather", 0, True, tags=("seed", "weather")), trial("weather", 1, True, tags=("seed", "weather"))],
+    [
+        trial("refund", 0, True, tags=("seed",)),
+        trial("refund", 1, False, tags=("seed",)),
+        trial("weather", 0, True, tags=("seed", "weather")),
+        trial("weather", 1, True, tags=("seed", "weather")),
+    ],
     label="scripted",
 )
 
@@ -44,8 +62,6 @@ def test_summary_figures() -> None:
 
 
 class _Checker(HTMLParser):
-    VOID = {"meta", "br", "rect", "line", "text"}  # svg elements here are self-closed or closed explicitly
-
     def __init__(self) -> None:
         super().__init__()
         self.stack: list[str] = []
@@ -55,7 +71,7 @@ class _Checker(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)
         for name, value in attrs:
-            if name in ("src", "href") or (value or "").startswith(("http:", "https:")) and name != "xmlns":
+            if name in ("src", "href") or ((value or "").startswith(("http:", "https:")) and name != "xmlns"):
                 self.errors.append(f"external reference {name}={value}")
         if tag not in ("meta", "br"):
             self.stack.append(tag)
@@ -88,7 +104,7 @@ def test_table_lists_each_case_and_the_summary() -> None:
 
 
 def test_save_refuses_an_unknown_format(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="use .json, .html or .txt"):
+    with pytest.raises(UserError, match=r"use \.json, \.html or \.txt"):
         REPORT.save(tmp_path / "r.pdf")
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(UserError, match="not a tether eval report"):
@@ -96,8 +112,16 @@ def test_save_refuses_an_unknown_format(tmp_path: Path) -> None:
 
 
 def test_compare_names_regressions_improvements_and_new_cases() -> None:
-    after = Report("demo", [trial("refund", 0, True), trial("refund", 1, True),
-                            trial("weather", 0, False), trial("weather", 1, True), trial("new", 0, True)])
+    after = Report(
+        "demo",
+        [
+            trial("refund", 0, True),
+            trial("refund", 1, True),
+            trial("weather", 0, False),
+            trial("weather", 1, True),
+            trial("new", 0, True),
+        ],
+    )
     result = compare(REPORT, after)
     assert result.regressed == ("weather",) and result.improved == ("refund",)
     assert result.added == ("new",) and result.removed == ()

@@ -41,7 +41,7 @@ def _kill_after(proc: subprocess.Popen[bytes], db: Path, graded: int) -> tuple[s
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if db.exists():
-            done, runs = asyncio.run(_graded(db))
+            done, _ = asyncio.run(_graded(db))
             if len(done) >= graded:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(10)

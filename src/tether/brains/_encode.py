@@ -8,6 +8,7 @@ a dict of bucket -> value, scaled to unit length.
 
 from __future__ import annotations
 
+import itertools
 import math
 import zlib
 from collections import Counter
@@ -32,7 +33,7 @@ def context_features(context: Context) -> list[str]:
     feats: list[str] = []
     user = words(notes[0].content) if notes else []
     feats += [f"u:{w}" for w in user]
-    feats += [f"u2:{a}_{b}" for a, b in zip(user, user[1:], strict=False)]
+    feats += [f"u2:{a}_{b}" for a, b in itertools.pairwise(user)]
     replies = sum(m.role == "assistant" for m in notes)
     feats.append(f"step:{min(replies, 6)}")
     for m in notes:

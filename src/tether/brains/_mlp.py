@@ -49,7 +49,7 @@ class MLP:
         for w, b in zip(self.weights[1:], self.biases[1:], strict=True):
             h = np.maximum(h, 0.0) @ w + b
         if self.out == "logistic":
-            return 1.0 / (1.0 + np.exp(-h[:, 0]))
+            return 1.0 / (1.0 + np.exp(-h[:, 0]))  # type: ignore[no-any-return]
         h = h - h.max(axis=1, keepdims=True)
         e = np.exp(h)
         return e / e.sum(axis=1, keepdims=True)  # type: ignore[no-any-return]
@@ -70,10 +70,10 @@ class MLP:
 def fit(rows: Sequence[Row], labels: Sequence[int], dim: int, *, hidden: int, seed: int, epochs: int) -> MLP:
     """Train a network on hashed rows; ``labels`` are class numbers (0/1 for a yes/no network)."""
     try:
-        from scipy.sparse import csr_matrix
-        from sklearn.exceptions import ConvergenceWarning
-        from sklearn.neural_network import MLPClassifier
-        from threadpoolctl import threadpool_limits
+        from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
+        from sklearn.exceptions import ConvergenceWarning  # type: ignore[import-untyped]
+        from sklearn.neural_network import MLPClassifier  # type: ignore[import-untyped]
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
     except ImportError as exc:
         raise UserError(f"training a brain needs scikit-learn ({exc.name!r} is missing): {INSTALL}") from None
     import warnings

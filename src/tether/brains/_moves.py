@@ -24,7 +24,7 @@ Template = dict[str, Any]
 SlotValues = list[tuple[str, Any]]
 Pick = Callable[[str, list[Candidate]], Candidate | None]
 _TOKEN = re.compile(r"\S+")
-_EDGE = ".,;:!?()[]{}\"'‘’“”"
+_EDGE = ".,;:!?()[]{}\"'\u2018\u2019\u201c\u201d"
 
 
 def key(template: Template) -> str:
@@ -41,7 +41,9 @@ def template_of(reply: Message, cands: list[Candidate]) -> tuple[Template, SlotV
 
 
 def _calls_template(reply: Message, cands: list[Candidate]) -> tuple[Template, SlotValues]:
-    calls, values, seen = [], [], {}  # seen: calls so far per tool name
+    calls: list[dict[str, Any]] = []
+    values: SlotValues = []
+    seen: dict[str, int] = {}  # calls so far per tool name
     for call in reply.tool_calls:
         k = seen.get(call.name, 0)
         seen[call.name] = k + 1
@@ -50,7 +52,7 @@ def _calls_template(reply: Message, cands: list[Candidate]) -> tuple[Template, S
         except ValueError:
             args = {}
         spec = {}
-        for name, value in (args.items() if isinstance(args, dict) else ()):
+        for name, value in args.items() if isinstance(args, dict) else ():
             slot = f"{call.name}.{name}#{k}"
             if not isinstance(value, dict | list) and any(matches(c.text, value) for c in cands):
                 spec[name] = {"slot": slot}
@@ -63,7 +65,8 @@ def _calls_template(reply: Message, cands: list[Candidate]) -> tuple[Template, S
 
 def _answer_template(text: str, cands: list[Candidate]) -> tuple[Template, SlotValues]:
     singles = [c for c in cands if c.kind in ("token", "number")]
-    pieces, copied = [], []
+    pieces: list[str] = []
+    copied: list[str] = []
     last = 0
     for m in _TOKEN.finditer(text):
         core = m.group().strip(_EDGE)

@@ -18,12 +18,59 @@ from ..messages import Message
 _TOKEN = re.compile(r"\S+")
 _WORD = re.compile(r"[a-z0-9]+")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_QUOTED = re.compile(r"[\"'‘“]([^\"'’”]{1,80})[\"'’”]")
+_QUOTED = re.compile("[\"'\u2018\u201c]([^\"'\u2019\u201d]{1,80})[\"'\u2019\u201d]")
 _CAPS = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+\b")
-_STRIP = ".,;:!?()[]{}\"'‘’“”"
+_STRIP = ".,;:!?()[]{}\"'\u2018\u2019\u201c\u201d"
 STOPWORDS = frozenset(
-    "a an and are as at be but by for from has have i in is it its me my no not of on or our so than that the "
-    "their then there this to was we were what when where which who will with you your".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
 )
 
 
@@ -62,7 +109,7 @@ def shape(text: str) -> str:
     >>> shape("A1234"), shape("Paris"), shape("$79")
     ('Xd', 'Xx', '$d')
     """
-    out = []
+    out: list[str] = []
     for ch in text:
         c = "X" if ch.isupper() else "x" if ch.isalpha() else "d" if ch.isdigit() else ch
         if not out or out[-1] != c:

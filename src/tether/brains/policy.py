@@ -136,9 +136,7 @@ class TrainedPolicy:
         return cls(header["templates"], nets["move"], nets["pointer"], header["defaults"], header.get("info"))
 
 
-def train(
-    examples: Iterable[Example], *, hidden: int = 32, epochs: int = 60, seed: int = 0
-) -> TrainedPolicy:
+def train(examples: Iterable[Example], *, hidden: int = 32, epochs: int = 60, seed: int = 0) -> TrainedPolicy:
     """Fit a :class:`TrainedPolicy` to recorded decisions (seconds on a CPU for hundreds of them).
 
     >>> brain = train(await examples_from_store(store))   # doctest: +SKIP
@@ -164,7 +162,9 @@ def train(
     for k, t in templates.items():
         if t["kind"] == "calls":
             t["content"] = contents[k].most_common(1)[0][0]
-    move = fit(move_rows, move_labels, MOVE_DIM, hidden=hidden, seed=seed, epochs=epochs) if len(templates) > 1 else None
+    move = (
+        fit(move_rows, move_labels, MOVE_DIM, hidden=hidden, seed=seed, epochs=epochs) if len(templates) > 1 else None
+    )
     pointer = _fit_pointer(slot_data, hidden=hidden, seed=seed, epochs=epochs)
     info = {"examples": len(examples), "moves": len(templates), "slots": len(slot_data)}
     best = {slot: c.most_common(1)[0][0] for slot, c in defaults.items()}

@@ -75,8 +75,13 @@ def list_datasets() -> None:
 @click.option("--case", "case_ids", multiple=True, metavar="ID", help="Only this case (repeatable).")
 @click.option("--name", metavar="NAME", help="Evaluation name (run ids) [default: DATASET-MODEL].")
 @click.option("--store", metavar="URL", default=DEFAULT_STORE, show_default=True, help="Where runs are journaled.")
-@click.option("--unfinished", type=click.Choice(["restart", "resume"]), default="restart", show_default=True,
-              help="What to do with a run an interruption left unfinished.")
+@click.option(
+    "--unfinished",
+    type=click.Choice(["restart", "resume"]),
+    default="restart",
+    show_default=True,
+    help="What to do with a run an interruption left unfinished.",
+)
 @click.option("--price", metavar="IN,OUT", help="Dollars per million input and output tokens, for the cost.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the report as JSON here.")
 @click.option("--html", "html_path", type=click.Path(path_type=Path), help="Write the report as an HTML page here.")

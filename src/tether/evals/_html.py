@@ -43,10 +43,8 @@ def page(report: Report) -> str:
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">'
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
     )
 
 
@@ -58,11 +56,13 @@ def _plots(report: Report) -> list[str]:
         plots.append(_svg.bars(list(s.by_tag.items()), title="accuracy per tag"))
     seconds = [r.seconds for r in report.results]
     plots.append(_svg.histogram(seconds, title="latency per trial", xlabel="seconds"))
-    plots.append(_svg.histogram([float(r.replies) for r in report.results], title="model replies per trial",
-                                xlabel="replies"))
+    plots.append(
+        _svg.histogram([float(r.replies) for r in report.results], title="model replies per trial", xlabel="replies")
+    )
     if any(r.tokens for r in report.results):
-        plots.append(_svg.histogram([float(r.tokens) for r in report.results], title="tokens per trial",
-                                    xlabel="tokens"))
+        plots.append(
+            _svg.histogram([float(r.tokens) for r in report.results], title="tokens per trial", xlabel="tokens")
+        )
     return plots
 
 

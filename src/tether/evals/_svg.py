@@ -21,7 +21,9 @@ def bars(items: Sequence[tuple[str, float]], *, title: str, unit: str = "%", wid
         y = top + i * row
         v = min(max(value, 0.0), 1.0)
         parts.append(_text(label_w - 6, y + 14, _clip(label, 28), anchor="end"))
-        parts.append(f'<rect x="{label_w}" y="{y + 3}" width="{plot_w}" height="{row - 8}" fill="{BAD}" opacity="0.25"/>')
+        parts.append(
+            f'<rect x="{label_w}" y="{y + 3}" width="{plot_w}" height="{row - 8}" fill="{BAD}" opacity="0.25"/>'
+        )
         parts.append(f'<rect x="{label_w}" y="{y + 3}" width="{plot_w * v:.1f}" height="{row - 8}" fill="{GOOD}"/>')
         shown = f"{v * 100:.0f}%" if unit == "%" else f"{value:g}"
         parts.append(_text(label_w + plot_w + 6, y + 14, shown))

@@ -3,7 +3,8 @@
 A :class:`Case` is one task: the ``input`` given to the agent, and what makes
 the run right — an ``expected`` output (compared ``exact``, by ``contains`` or
 as ``json``), the ``tool_calls`` the agent should make, the run's final
-``status``, text the answer must not contain (``forbidden``), extra :mod:`~tether.evals.graders`, or any mix. ``files`` are laid
+``status``, text the answer must not contain (``forbidden``), extra
+:mod:`~tether.evals.graders`, or any mix. ``files`` are laid
 out in the trial's fresh working directory before the agent is built;
 ``human`` scripts the person who answers approval requests (``"approve"``,
 ``"deny: too much"``, ...). ``reference`` holds the ideal replies, which
@@ -102,8 +103,8 @@ class Case:
         """Every grader this case implies, in a stable order."""
         out: list[Grader] = []
         if self.expected is not None:
-            make = {"exact": exact, "contains": contains, "json": json_match}[self.match]
-            out.append(make(self.expected))
+            makers: dict[str, Callable[[Any], Grader]] = {"exact": exact, "contains": contains, "json": json_match}
+            out.append(makers[self.match](self.expected))
         if self.tool_calls is not None:
             out.append(tool_calls(self.tool_calls, order=self.order, same_reply=self.same_reply))
         if self.status is not None:
@@ -128,9 +129,8 @@ class Case:
         if self.tool_calls is not None:
             data["tool_calls"] = [c.to_dict() for c in self.tool_calls]
             data["order"], data["same_reply"] = self.order, self.same_reply
-        optional = {"status": self.status, "forbidden": list(self.forbidden), "tags": list(self.tags)}
-        optional["files"] = dict(self.files)
-        optional |= {"human": list(self.human), "data": dict(self.data)}
+        optional: dict[str, Any] = {"status": self.status, "forbidden": list(self.forbidden), "tags": list(self.tags)}
+        optional |= {"files": dict(self.files), "human": list(self.human), "data": dict(self.data)}
         data |= {k: v for k, v in optional.items() if v}
         if self.reference:
             data["reference"] = [_move_to_json(m) for m in self.reference]
@@ -167,8 +167,22 @@ class Case:
 
 
 _CASE_KEYS = frozenset(
-    ("id", "input", "expected", "match", "tool_calls", "order", "same_reply", "status", "forbidden")
-    + ("tags", "files", "human", "reference", "data")
+    (
+        "id",
+        "input",
+        "expected",
+        "match",
+        "tool_calls",
+        "order",
+        "same_reply",
+        "status",
+        "forbidden",
+        "tags",
+        "files",
+        "human",
+        "reference",
+        "data",
+    )
 )
 
 
@@ -203,11 +217,7 @@ class Dataset:
 
     def select(self, *, tags: Sequence[str] = (), ids: Sequence[str] = ()) -> Dataset:
         """The cases carrying any of ``tags`` and/or named in ``ids`` (no filter: all)."""
-        keep = [
-            c
-            for c in self.cases
-            if (not tags or set(tags) & set(c.tags)) and (not ids or c.id in ids)
-        ]
+        keep = [c for c in self.cases if (not tags or set(tags) & set(c.tags)) and (not ids or c.id in ids)]
         return Dataset(self.name, keep, self.agent, self.description)
 
     def __len__(self) -> int:

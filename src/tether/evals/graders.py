@@ -60,7 +60,8 @@ class Grade:
 class Grader(Protocol):
     """Anything with a ``name`` and ``async grade(outcome) -> Grade``."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     async def grade(self, outcome: Outcome) -> Grade: ...
 
@@ -89,7 +90,7 @@ def function(fn: Callable[[Outcome], GradeLike | Awaitable[GradeLike]], name: st
     >>> g.name
     'short'
     """
-    return FunctionGrader(name or getattr(fn, "__name__", "function"), fn)
+    return FunctionGrader(name or str(getattr(fn, "__name__", "function")), fn)
 
 
 def _as_grade(value: Any, name: str) -> Grade:

@@ -24,6 +24,7 @@ changed since it was graded is run again.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import shutil
 import tempfile
@@ -291,11 +292,11 @@ async def _answer_humans(agent: Agent, setup: Setup) -> None:
         waiting = [p for p in state.pending if p.status in ("awaiting-approval", "started")]
         if len(verdicts) < len(waiting):
             return  # the script has no more answers: the run stays paused, and the graders see it
-        await record_decisions(store, run_id, lambda s: _decide(s, waiting, verdicts, key))
+        await record_decisions(store, run_id, functools.partial(_decide, waiting=waiting, verdicts=verdicts, key=key))
         await agent.run(run_id=run_id)
 
 
-def _decide(state: RunState, waiting: list[Any], verdicts: list[Any], key: bytes | None) -> RunState:
+def _decide(state: RunState, *, waiting: list[Any], verdicts: list[Any], key: bytes | None) -> RunState:
     for pending, (verdict, message) in zip(waiting, verdicts, strict=False):
         cid = pending.call.id
         if verdict == "approve":

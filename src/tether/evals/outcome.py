@@ -80,7 +80,9 @@ def outcome_of(events: Sequence[Event], *, workdir: Path | None = None, case: Ca
         elif isinstance(ev, Finished | Failed | LimitReached) or ev.kind == "cancelled":
             status = ev.kind
             output = ev.output if isinstance(ev, Finished) else None
-            error = ev.error if isinstance(ev, Failed) else (f"limit {ev.limit}" if isinstance(ev, LimitReached) else None)
+            error = (
+                ev.error if isinstance(ev, Failed) else (f"limit {ev.limit}" if isinstance(ev, LimitReached) else None)
+            )
     done = tuple(_with_result(c, results.get(c.id)) for c in calls)
     return Outcome(run_id, status, output, done, replies, usage, error, replay(events), workdir, case)
 
