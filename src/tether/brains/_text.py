@@ -21,57 +21,11 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _QUOTED = re.compile("[\"'\u2018\u201c]([^\"'\u2019\u201d]{1,80})[\"'\u2019\u201d]")
 _CAPS = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+\b")
 _STRIP = ".,;:!?()[]{}\"'\u2018\u2019\u201c\u201d"
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "i",
-        "in",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "so",
-        "than",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "will",
-        "with",
-        "you",
-        "your",
-    ]
+_COMMON = (
+    "a an and are as at be but by for from has have i in is it its me my no not of on or our so than that "
+    "the their then there this to was we were what when where which who will with you your"
 )
+STOPWORDS = frozenset(_COMMON.split())
 
 
 @dataclass(frozen=True, slots=True)
