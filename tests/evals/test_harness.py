@@ -244,3 +244,13 @@ async def test_an_agent_instance_with_a_store_is_used_for_every_case() -> None:
     report = await evaluate([Case("a", "x", expected="18C"), Case("b", "y", expected="18C")], agent)
     assert report.summary().accuracy == 1.0
     assert await store.get(run_id_for("cases", "b", 0)) is not None
+
+
+async def test_resuming_grades_a_run_that_ended_before_its_grade_was_kept() -> None:
+    store = MemoryStore()
+    agent = Agent(ScriptedModel(["18C"]), TOOLS, store=store)
+    await agent.run("weather?", run_id=run_id_for("m", "done", 0))
+    case = Case("done", "weather?", expected="18C")
+    never = ScriptedModel([])  # the run is over: the brain is not asked again
+    report = await evaluate([case], agent_for(lambda s: never), name="m", store=store, unfinished="resume")
+    assert report.results[0].passed and report.results[0].error is None

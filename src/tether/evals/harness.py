@@ -201,7 +201,7 @@ class _Trials:
             workdir = Path(root)
             _lay_out(workdir, case.files)
             setup = Setup(case, trial, run_id, self.store, workdir, self._brain(case, trial, run_id, workdir))
-            result = await self._run(setup, fresh=info is None)
+            result = await self._run(setup, None if info is None else info.status)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         await _records.save(self.store, run_id, result.to_dict())
@@ -213,7 +213,8 @@ class _Trials:
             return brain  # type: ignore[no-any-return]
         return brain(Setup(case, trial, run_id, self.store, workdir))  # type: ignore[no-any-return]
 
-    async def _run(self, setup: Setup, *, fresh: bool) -> TrialResult:
+    async def _run(self, setup: Setup, status: str | None) -> TrialResult:
+        """Run the trial (``status`` None) or carry on with its stored run, then grade it."""
         agent = self.factory(setup)
         if inspect.isawaitable(agent):
             agent = await agent
@@ -224,7 +225,10 @@ class _Trials:
         started = time.monotonic()
         error = None
         try:
-            await agent.run(setup.case.input, run_id=setup.run_id) if fresh else await agent.run(run_id=setup.run_id)
+            if status is None:
+                await agent.run(setup.case.input, run_id=setup.run_id)
+            elif status in _CONTINUE:
+                await agent.run(run_id=setup.run_id)
             await _answer_humans(agent, setup)
         except Exception as exc:  # the run is in the store as failed; the trial records why
             error = f"{type(exc).__name__}: {exc}"
@@ -260,6 +264,9 @@ class _Trials:
             tags=case.tags,
             digest=case.digest(),
         )
+
+
+_CONTINUE = frozenset(("running", "cancelled"))  # interrupted: resume; ended or waiting: grade or ask the human
 
 
 def _named(grade: Any, name: str) -> Any:
