@@ -59,6 +59,7 @@ class ExpectedCall:
     arguments: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """As written in a JSON Lines case."""
         return {"name": self.name, "arguments": dict(self.arguments)}
 
 

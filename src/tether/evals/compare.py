@@ -39,10 +39,12 @@ class Comparison:
 
     @property
     def regressed(self) -> tuple[str, ...]:
+        """Cases whose pass rate fell."""
         return tuple(c.case_id for c in self.changes if c.after < c.before)
 
     @property
     def improved(self) -> tuple[str, ...]:
+        """Cases whose pass rate rose."""
         return tuple(c.case_id for c in self.changes if c.after > c.before)
 
     def table(self) -> str:

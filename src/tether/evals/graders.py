@@ -61,9 +61,13 @@ class Grader(Protocol):
     """Anything with a ``name`` and ``async grade(outcome) -> Grade``."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """What reports call this grader."""
+        ...
 
-    async def grade(self, outcome: Outcome) -> Grade: ...
+    async def grade(self, outcome: Outcome) -> Grade:
+        """The verdict on one trial."""
+        ...
 
 
 GradeLike = Grade | bool | float | tuple[bool, str]

@@ -59,9 +59,11 @@ class TrialResult:
 
     @property
     def tokens(self) -> int:
+        """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (what a grade record and a report keep)."""
         data = asdict(self)
         data["grades"] = [asdict(g) for g in self.grades]
         data["tags"] = list(self.tags)
@@ -70,6 +72,7 @@ class TrialResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, read_back: bool = False) -> TrialResult:
+        """The result :meth:`to_dict` described; UserError if malformed."""
         try:
             fields = dict(data)
             fields["grades"] = tuple(Grade(**g) for g in fields.get("grades", ()))
@@ -97,6 +100,7 @@ class CaseSummary:
 
     @property
     def pass_rate(self) -> float:
+        """The fraction of this case's trials that passed."""
         return self.passes / self.trials if self.trials else 0.0
 
 
@@ -205,10 +209,12 @@ class Report:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
+        """:meth:`to_dict` as JSON text."""
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False, ensure_ascii=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
+        """A report from :meth:`to_dict` data (figures are recomputed from the results)."""
         if not isinstance(data, Mapping) or data.get("schema_version") != SCHEMA_VERSION:
             raise UserError(f"not a tether eval report (schema_version {SCHEMA_VERSION} expected)")
         results = [TrialResult.from_dict(r) for r in data.get("results", ())]
