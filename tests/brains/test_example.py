@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_refund_brain_example_trains_and_evaluates(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "train_refund_brain.py"), "--out", str(tmp_path)],
+        [sys.executable, str(ROOT / "examples" / "train_refund_brain.py"), "--out", str(tmp_path), "--no-local"],
         capture_output=True,
         text=True,
         timeout=240,
