@@ -21,11 +21,14 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..exceptions import TetherError, UserError
+
+if TYPE_CHECKING:
+    from ..evals import Report
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_STORE = "sqlite:///.tether/evals.db"
@@ -99,20 +102,24 @@ def run_eval(dataset: str, **opts: Any) -> None:
     brain, label = _brain(opts)
     name = opts["name"] or _slug(f"{ds.name}-{label}")
     store = open_store(opts["store"])
-    report = asyncio.run(
-        evaluate(
-            ds,
-            brain=brain,
-            name=name,
-            store=store,
-            trials=opts["trials"],
-            concurrency=opts["concurrency"],
-            unfinished=opts["unfinished"],
-            price=_price(opts["price"]),
-            label=label,
-            progress=opts["progress"],
-        )
-    )
+    settings = {"trials": opts["trials"], "concurrency": opts["concurrency"], "unfinished": opts["unfinished"]}
+
+    async def go() -> Report:
+        try:
+            return await evaluate(
+                ds,
+                brain=brain,
+                name=name,
+                store=store,
+                price=_price(opts["price"]),
+                label=label,
+                progress=opts["progress"],
+                **settings,
+            )
+        finally:
+            await store.aclose()
+
+    report = asyncio.run(go())
     click.echo(report.table(width=_width()))
     for path in (opts["json_path"], opts["html_path"]):
         if path is not None:
