@@ -73,12 +73,14 @@ def test_tags_and_ids_select_cases() -> None:
     assert [c.id for c in ds.select(ids=["ws-read"]).cases] == ["ws-read"]
 
 
-def test_cases_round_trip_through_json_lines(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["refund-desk", "toolbox", "workspace"])
+def test_cases_round_trip_through_json_lines(tmp_path: Path, name: str) -> None:
     path = tmp_path / "cases.jsonl"
-    cases = load("refund-desk").cases
+    cases = load(name).cases
     path.write_text("// a comment\n\n" + "\n".join(json.dumps(c.to_dict()) for c in cases) + "\n")
     back = load_jsonl(path)
-    assert [c.digest() for c in back.cases] == [c.digest() for c in cases]
+    assert [c.to_dict() for c in back.cases] == [c.to_dict() for c in cases]  # Python graders are not carried
+    assert [c.reference for c in back.cases] == [c.reference for c in cases]
     assert back.name == "cases"
 
 
