@@ -20,7 +20,8 @@ h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em}
 table{border-collapse:collapse;width:100%;font-size:.9em}
 th,td{border-bottom:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}
 th{background:#fafafa}.pass{color:#2e7d32;font-weight:bold}.fail{color:#c62828;font-weight:bold}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td:first-child,td:nth-child(2),td:nth-child(3){white-space:nowrap}
 details{margin:.2em 0}pre{white-space:pre-wrap;background:#fafafa;padding:.4em;margin:.2em 0}
 """
 

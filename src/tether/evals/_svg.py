@@ -11,7 +11,7 @@ from html import escape
 GOOD, BAD, INK, GRID = "#2e7d32", "#c62828", "#333", "#ddd"
 
 
-def bars(items: Sequence[tuple[str, float]], *, title: str, unit: str = "%", width: int = 560) -> str:
+def bars(items: Sequence[tuple[str, float]], *, title: str, unit: str = "%", width: int = 520) -> str:
     """One horizontal bar per (label, fraction in [0, 1]): green for the part that passed."""
     row, label_w, top = 22, min(220, 8 * max((len(lbl) for lbl, _ in items), default=4) + 10), 28
     plot_w = width - label_w - 60
@@ -31,7 +31,7 @@ def bars(items: Sequence[tuple[str, float]], *, title: str, unit: str = "%", wid
     return "".join(parts)
 
 
-def histogram(values: Sequence[float], *, title: str, xlabel: str, bins: int = 12, width: int = 560) -> str:
+def histogram(values: Sequence[float], *, title: str, xlabel: str, bins: int = 12, width: int = 520) -> str:
     """Counts of ``values`` in equal-width bins, with the axis labelled."""
     height, left, bottom, top = 210, 40, 36, 42
     parts = [_open(width, height, title), _text(8, 18, title, weight="bold")]
