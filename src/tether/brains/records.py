@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ..events import Event, ModelReplied, replay
+from ..events import Event, ModelReplied
+from ..journal import replay
 from .policy import Example
 
 if TYPE_CHECKING:
-    from ..stores import RunStore
+    from ..store import RunStore
 
 GRADE_SUFFIX = "#grade"  # tether.evals keeps grades as runs with this suffix
 

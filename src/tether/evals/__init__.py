@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from . import graders
 from ._loading import load_dataset
-from .cases import Case, Dataset, ExpectedCall, load_jsonl, reference_brain
+from .cases import Case, Dataset, Setup, load_jsonl, reference_brain
 from .compare import Comparison, compare
-from .graders import Grade, Grader
-from .harness import Price, Setup, evaluate, evaluate_sync, run_id_for
+from .graders import ExpectedCall, Grade, Grader
+from .harness import Price, evaluate, evaluate_sync, run_id_for
 from .outcome import Call, Outcome
-from .report import CaseSummary, Report, Summary, TrialResult, load_report
+from .report import Report, load_report
+from .results import CaseSummary, Summary, TrialResult
 
 __all__ = [
     "Call",

@@ -10,7 +10,7 @@ from . import _svg
 from ._render import summary_lines
 
 if TYPE_CHECKING:
-    from .report import Report, TrialResult
+    from .results import ReportView, TrialResult
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -26,7 +26,7 @@ details{margin:.2em 0}pre{white-space:pre-wrap;background:#fafafa;padding:.4em;m
 """
 
 
-def page(report: Report) -> str:
+def page(report: ReportView) -> str:
     """The whole page as a string."""
     s = report.summary()
     title = f"tether eval: {report.name}" + (f" ({report.label})" if report.label else "")
@@ -49,7 +49,7 @@ def page(report: Report) -> str:
     )
 
 
-def _plots(report: Report) -> list[str]:
+def _plots(report: ReportView) -> list[str]:
     cases = report.cases()
     s = report.summary()
     plots = [_svg.bars([(c.case_id, c.pass_rate) for c in cases], title="pass rate per case")]
@@ -67,7 +67,7 @@ def _plots(report: Report) -> list[str]:
     return plots
 
 
-def _cases_table(report: Report) -> str:
+def _cases_table(report: ReportView) -> str:
     k = max(report.summary().pass_at, default=1)
     head = ["case", "tags", "pass", f"pass@{k}", "score", "replies", "tokens", "seconds", "why not"]
     rows = []

@@ -20,7 +20,7 @@ from ..events import Finished, RunStarted
 from ..messages import Message
 
 if TYPE_CHECKING:
-    from ..stores import RunStore
+    from ..store import RunStore
 
 SUFFIX = "#grade"
 NOTE = "tether eval grade record: the finished output is the trial result as JSON"

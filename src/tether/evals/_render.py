@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .report import Report, Summary
+    from .results import ReportView, Summary
 
 
-def table(report: Report, *, width: int = 100) -> str:
+def table(report: ReportView, *, width: int = 100) -> str:
     """One line per case (pass count, pass@k, means, first reason it failed), then the summary."""
     s = report.summary()
     k = max(s.pass_at, default=1)

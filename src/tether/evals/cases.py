@@ -33,34 +33,39 @@ from ..exceptions import UserError
 from ..messages import Message
 from ..policy import Action, Move
 from ..testing import ScriptedModel
-from .graders import Grader, contains, exact, excludes, json_match, status_is, tool_calls
+from .graders import ExpectedCall, Grader, contains, exact, excludes, json_match, status_is, tool_calls
 
 if TYPE_CHECKING:
     from .. import Agent
-    from .harness import Setup
+    from ..policy import Policy
+    from ..store import RunStore
 
 Match = Literal["exact", "contains", "json"]
 Order = Literal["any", "ordered", "exact"]
 AgentFactory = Callable[["Setup"], "Agent | Awaitable[Agent]"]
+"""Builds the agent of one trial from its :class:`Setup` (sync or async)."""
 
 
 @dataclass(frozen=True, slots=True)
-class ExpectedCall:
-    """A tool call the agent should make: ``name`` and the arguments that must match.
+class Setup:
+    """What an agent factory gets for one trial.
 
-    Only the arguments listed are checked (others may be present), compared
-    type-tolerantly: ``"79"`` matches ``79``, ``" Paris "`` matches ``"paris"``.
+    Build the Agent with ``store=setup.store`` (the harness reads the run
+    back from it) and, for workspace tasks, point its tools at ``workdir``: a
+    fresh directory holding the case's ``files``, removed after the trial.
+    ``brain`` is the policy being evaluated, when one was given.
 
-    >>> ExpectedCall("get_weather", {"city": "Paris"}).to_dict()
-    {'name': 'get_weather', 'arguments': {'city': 'Paris'}}
+    Anything shaped like an Agent will do: a ``store`` attribute and
+    ``async run(task, *, run_id=...)`` / ``run(run_id=...)`` that journal the
+    run under ``run_id`` (a pattern such as plan-and-execute wrapped that way).
     """
 
-    name: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """As written in a JSON Lines case."""
-        return {"name": self.name, "arguments": dict(self.arguments)}
+    case: Case
+    trial: int
+    run_id: str
+    store: RunStore
+    workdir: Path
+    brain: Policy | None = None
 
 
 @dataclass(frozen=True, slots=True)

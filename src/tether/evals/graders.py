@@ -25,7 +25,7 @@ import json
 import math
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..context import Context
@@ -35,7 +35,25 @@ from .outcome import Call, Outcome
 
 if TYPE_CHECKING:
     from ..policy import Policy
-    from .cases import ExpectedCall
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedCall:
+    """A tool call the agent should make: ``name`` and the arguments that must match.
+
+    Only the arguments listed are checked (others may be present), compared
+    type-tolerantly: ``"79"`` matches ``79``, ``" Paris "`` matches ``"paris"``.
+
+    >>> ExpectedCall("get_weather", {"city": "Paris"}).to_dict()
+    {'name': 'get_weather', 'arguments': {'city': 'Paris'}}
+    """
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As written in a JSON Lines case."""
+        return {"name": self.name, "arguments": dict(self.arguments)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,50 +30,29 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..agent import Agent
 from ..events import ApprovalDecided
 from ..exceptions import UserError
-from ..state import RunState, record_decisions
+from ..journal import state_of
+from ..state import RunState
+from ..store import record_decisions
 from . import _records
 from ._pool import Runner, run_bounded
-from .cases import AgentFactory, Case, Dataset, parse_verdict
+from .cases import AgentFactory, Case, Dataset, Setup, parse_verdict
 from .outcome import Outcome, outcome_of
 from .progress import Progress, make_progress
 from .report import Report, TrialResult
 
 if TYPE_CHECKING:
     from ..policy import Policy
-    from ..stores import RunStore
+    from ..store import RunStore
 
 Price = tuple[float, float]
 """Dollars per million input tokens and per million output tokens."""
 Unfinished = Literal["restart", "resume"]
-
-
-@dataclass(frozen=True, slots=True)
-class Setup:
-    """What an agent factory gets for one trial.
-
-    Build the Agent with ``store=setup.store`` (the harness reads the run
-    back from it) and, for workspace tasks, point its tools at ``workdir``: a
-    fresh directory holding the case's ``files``, removed after the trial.
-    ``brain`` is the policy being evaluated, when one was given.
-
-    Anything shaped like an Agent will do: a ``store`` attribute and
-    ``async run(task, *, run_id=...)`` / ``run(run_id=...)`` that journal the
-    run under ``run_id`` (a pattern such as plan-and-execute wrapped that way).
-    """
-
-    case: Case
-    trial: int
-    run_id: str
-    store: RunStore
-    workdir: Path
-    brain: Policy | None = None
 
 
 def run_id_for(name: str, case_id: str, trial: int) -> str:
@@ -233,7 +212,8 @@ class _Trials:
         except Exception as exc:  # the run is in the store as failed; the trial records why
             error = f"{type(exc).__name__}: {exc}"
         seconds = time.monotonic() - started
-        outcome = outcome_of(await setup.store.load(setup.run_id), workdir=setup.workdir, case=setup.case)
+        events = await setup.store.load(setup.run_id)
+        outcome = outcome_of(events, workdir=setup.workdir, case_id=setup.case.id, data=setup.case.data)
         return await self._grade(setup.case, setup.trial, outcome, seconds, error)
 
     async def _grade(self, case: Case, trial: int, o: Outcome, seconds: float, error: str | None) -> TrialResult:
@@ -295,7 +275,7 @@ async def _answer_humans(agent: Agent, setup: Setup) -> None:
             return
         used = sum(isinstance(ev, ApprovalDecided) for ev in events)
         verdicts = [parse_verdict(v, setup.case.id) for v in setup.case.human[used:]]
-        state = RunState.from_events(events)
+        state = state_of(events)
         waiting = [p for p in state.pending if p.status in ("awaiting-approval", "started")]
         if len(verdicts) < len(waiting):
             return  # the script has no more answers: the run stays paused, and the graders see it

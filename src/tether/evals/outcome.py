@@ -15,17 +15,15 @@ error kind, the number of model replies, and the tokens spent.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..context import Context
-from ..events import Event, Failed, Finished, LimitReached, ModelReplied, Paused, RunStarted, ToolFinished, replay
+from ..events import Event, Failed, Finished, LimitReached, ModelReplied, Paused, RunStarted, ToolFinished
+from ..journal import replay
 from ..messages import Usage
-
-if TYPE_CHECKING:
-    from .cases import Case
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +40,10 @@ class Call:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """A finished trial, for graders: status, answer, calls, counters, and where it worked."""
+    """A finished trial, for graders: status, answer, calls, counters, and where it worked.
+
+    ``case_id`` and ``data`` come from the case graded (its free-form ``data``).
+    """
 
     run_id: str
     status: str
@@ -53,7 +54,8 @@ class Outcome:
     error: str | None = None
     context: Context = field(default_factory=Context, repr=False)
     workdir: Path | None = None
-    case: Case | None = field(default=None, repr=False)
+    case_id: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def task(self) -> str:
@@ -61,7 +63,9 @@ class Outcome:
         return next((m.content for m in self.context if m.role == "user"), "")
 
 
-def outcome_of(events: Sequence[Event], *, workdir: Path | None = None, case: Case | None = None) -> Outcome:
+def outcome_of(
+    events: Sequence[Event], *, workdir: Path | None = None, case_id: str = "", data: Mapping[str, Any] | None = None
+) -> Outcome:
     """The :class:`Outcome` a run's committed events describe."""
     calls: list[Call] = []
     results: dict[str, ToolFinished] = {}
@@ -84,7 +88,9 @@ def outcome_of(events: Sequence[Event], *, workdir: Path | None = None, case: Ca
                 ev.error if isinstance(ev, Failed) else (f"limit {ev.limit}" if isinstance(ev, LimitReached) else None)
             )
     done = tuple(_with_result(c, results.get(c.id)) for c in calls)
-    return Outcome(run_id, status, output, done, replies, usage, error, replay(events), workdir, case)
+    return Outcome(
+        run_id, status, output, done, replies, usage, error, replay(events), workdir, case_id, dict(data or {})
+    )
 
 
 def _with_result(call: Call, finished: ToolFinished | None) -> Call:

@@ -24,7 +24,7 @@ from ... import Agent, Tool, tool
 from ...exceptions import UserError
 
 if TYPE_CHECKING:
-    from ..harness import Setup
+    from ..cases import Setup
 
 ORDERS = {
     "A1234": ("Wireless Headphones", 79, "delivered 6 days ago, reported defective"),
