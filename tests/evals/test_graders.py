@@ -76,7 +76,9 @@ async def test_tool_calls_ordered_and_exact() -> None:
     assert (await grade(g.tool_calls(ordered, order="ordered"), outcome(calls=WEATHER))).passed
     backwards = list(reversed(ordered))
     assert not (await grade(g.tool_calls(backwards, order="ordered"), outcome(calls=WEATHER))).passed
-    assert not (await grade(g.tool_calls(ordered, order="exact"), outcome(calls=WEATHER))).passed
+    too_many = await grade(g.tool_calls(ordered, order="exact"), outcome(calls=WEATHER))
+    assert not too_many.passed and too_many.score == 2 / 3
+    assert too_many.reason.startswith("expected exactly 2 call(s), made 3: get_weather(")
     every = [ExpectedCall("get_weather"), ExpectedCall("get_weather"), ExpectedCall("send_email")]
     assert (await grade(g.tool_calls(every, order="exact"), outcome(calls=WEATHER))).passed
 

@@ -287,8 +287,10 @@ def tool_calls(
             if matched > best[0]:
                 best = (matched, missing)
         matched, missing = best
-        ok = not missing and (order != "exact" or len(made) == len(wanted))
-        return Grade(ok, matched / len(wanted), "" if ok else _calls_reason(missing, made, same_reply))
+        extra = order == "exact" and len(made) != len(wanted)
+        ok = not missing and not extra
+        score = matched / max(len(wanted), len(made) if extra else 0)
+        return Grade(ok, score, "" if ok else _calls_reason(missing, made, same_reply, len(wanted) if extra else None))
 
     return function(check, "tool_calls")
 
@@ -316,9 +318,12 @@ def _fits(want: ExpectedCall, call: Call) -> bool:
     return call.name == want.name and same(dict(want.arguments), call.arguments)
 
 
-def _calls_reason(missing: list[ExpectedCall], made: list[Call], same_reply: bool) -> str:
-    want = ", ".join(f"{c.name}({json.dumps(dict(c.arguments), sort_keys=True)})" for c in missing)
+def _calls_reason(missing: list[ExpectedCall], made: list[Call], same_reply: bool, exactly: int | None) -> str:
+    """Which expected calls are missing (or that there were too many), and what was made (``@reply``)."""
     got = ", ".join(f"{c.name}({json.dumps(c.arguments, sort_keys=True)})@{c.reply}" for c in made) or "none"
+    if not missing and exactly is not None:
+        return f"expected exactly {exactly} call(s), made {len(made)}: {got}"
+    want = ", ".join(f"{c.name}({json.dumps(dict(c.arguments), sort_keys=True)})" for c in missing)
     where = " in one reply" if same_reply else ""
     return f"missing{where}: {want}; made: {got}"
 
