@@ -18,7 +18,7 @@ Every tool is deterministic (fixed tables), so a case's expected answer holds.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ... import Agent, Tool, tool
 from ...exceptions import UserError
@@ -26,6 +26,7 @@ from ...exceptions import UserError
 if TYPE_CHECKING:
     from ..cases import Setup
 
+T = TypeVar("T")
 ORDERS = {
     "A1234": ("Wireless Headphones", 79, "delivered 6 days ago, reported defective"),
     "B5678": ("Desk Lamp", 35, "delivered 45 days ago"),
@@ -45,6 +46,14 @@ STOCKS = {"AAPL": 189.5, "MSFT": 415.25, "GOOG": 142.1, "TSLA": 248.0}
 CLOCKS = {"tokyo": "21:00", "london": "13:00", "new york": "08:00", "paris": "14:00"}
 
 
+def _row(table: dict[str, T], key: str, what: str) -> T:
+    """The table's entry for ``key`` (a LookupError the model reads when there is none)."""
+    found = table.get(key)
+    if found is None:
+        raise LookupError(f"no {what} {key!r}")
+    return found
+
+
 # -- refund desk (the first seed) ----------------------------------------------------
 
 
@@ -55,10 +64,7 @@ def look_up_order(order_id: str) -> str:
     Args:
         order_id: the order number, like A1234.
     """
-    item = ORDERS.get(order_id.strip().upper())
-    if item is None:
-        raise LookupError(f"no order {order_id!r}")
-    name, price, status = item
+    name, price, status = _row(ORDERS, order_id.strip().upper(), "order")
     return f"{order_id.upper()}, {name}, ${price}, {status}"
 
 
@@ -69,10 +75,7 @@ def check_policy(order_id: str) -> str:
     Args:
         order_id: the order number.
     """
-    item = ORDERS.get(order_id.strip().upper())
-    if item is None:
-        raise LookupError(f"no order {order_id!r}")
-    status = item[2]
+    status = _row(ORDERS, order_id.strip().upper(), "order")[2]
     if "in transit" in status:
         return "not eligible: the order has not been delivered yet"
     days = int(status.split(" days")[0].split()[-1])
@@ -102,10 +105,7 @@ def get_weather(city: str) -> str:
     Args:
         city: the city name, like Paris.
     """
-    found = WEATHER.get(city.strip().lower())
-    if found is None:
-        raise LookupError(f"no weather station for {city!r}")
-    return f"{city.strip().title()}: {found}"
+    return f"{city.strip().title()}: {_row(WEATHER, city.strip().lower(), 'weather station for')}"
 
 
 @tool(approval=True, effect="once")
@@ -143,10 +143,7 @@ def get_stock_price(symbol: str) -> str:
     Args:
         symbol: the ticker symbol, like AAPL.
     """
-    price = STOCKS.get(symbol.strip().upper())
-    if price is None:
-        raise LookupError(f"unknown symbol {symbol!r}")
-    return f"{symbol.upper()}: ${price:.2f}"
+    return f"{symbol.upper()}: ${_row(STOCKS, symbol.strip().upper(), 'stock symbol'):.2f}"
 
 
 @tool(effect="none")
@@ -156,10 +153,7 @@ def get_time(city: str) -> str:
     Args:
         city: the city name.
     """
-    found = CLOCKS.get(city.strip().lower())
-    if found is None:
-        raise LookupError(f"no clock for {city!r}")
-    return f"{city.strip().title()}: {found}"
+    return f"{city.strip().title()}: {_row(CLOCKS, city.strip().lower(), 'clock for')}"
 
 
 @tool(effect="none")
