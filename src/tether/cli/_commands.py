@@ -494,3 +494,8 @@ def resolve(session: Session, text: str) -> str:
 
 
 cli.add_command(mcp_command)  # `tether mcp list`: the MCP servers of the config
+
+# `tether eval` lives in its own module (the evaluation harness's face).
+from ._eval import eval_group  # noqa: E402
+
+cli.add_command(eval_group)

@@ -1,0 +1,256 @@
+"""The harness on scripted and function brains: trials, pass@k, concurrency, humans, the store."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tether import Action, Agent, FunctionPolicy, UserError, tool
+from tether.evals import Case, Dataset, ExpectedCall, Setup, evaluate, reference_brain, run_id_for
+from tether.evals._stats import pass_at_k
+from tether.stores.memory import MemoryStore
+from tether.stores.sqlite import SQLiteStore
+from tether.testing import ScriptedModel
+
+sent: list[str] = []
+
+
+@tool(effect="none")
+def get_weather(city: str) -> str:
+    """The weather.
+
+    Args:
+        city: the city.
+    """
+    return f"{city}: 18C"
+
+
+@tool(approval=True)
+def send_email(to: str, body: str) -> str:
+    """Send an email (a human must approve)."""
+    sent.append(to)
+    return f"sent to {to}"
+
+
+TOOLS = [get_weather, send_email]
+
+
+def agent_for(brain_of):  # type: ignore[no-untyped-def]
+    return lambda s: Agent(brain_of(s), TOOLS, store=s.store)
+
+
+def by_reference(s: Setup) -> Agent:
+    return Agent(reference_brain(s.case), TOOLS, store=s.store)
+
+
+WEATHER = Case(
+    "weather",
+    "Weather in Paris?",
+    expected="18C",
+    match="contains",
+    tool_calls=(ExpectedCall("get_weather", {"city": "paris"}),),
+    reference=(Action("get_weather", {"city": "Paris"}), "Paris: 18C"),
+)
+
+
+async def test_a_passing_and_a_failing_case() -> None:
+    wrong = Case("wrong", "Weather in Rome?", expected="sunny", reference=("It rains.",))
+    report = await evaluate([WEATHER, wrong], by_reference)
+    assert [r.passed for r in report.results] == [True, False]
+    assert report.summary().accuracy == 0.5
+    reason = report.cases()[1].reasons[0]
+    assert "expected 'sunny', got 'It rains.'" in reason
+    assert report.results[0].replies == 2 and report.results[0].tool_calls == 1
+
+
+def test_pass_at_k_is_the_unbiased_estimator() -> None:
+    assert pass_at_k(4, 2, 1) == 0.5
+    assert pass_at_k(4, 2, 2) == pytest.approx(1 - 1 / 6)
+    assert pass_at_k(4, 0, 4) == 0.0 and pass_at_k(4, 1, 4) == 1.0
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+
+
+async def test_repeated_trials_give_pass_at_k_mean_and_spread() -> None:
+    # The brain is right on even trials only: pass@1 0.5, pass@2 (of 4) 5/6, spread across rounds.
+    def brain(s: Setup) -> ScriptedModel:
+        return ScriptedModel(["18C" if s.trial % 2 == 0 else "no idea"])
+
+    cases = [Case("a", "weather?", expected="18C"), Case("b", "weather again?", expected="18C")]
+    report = await evaluate(cases, agent_for(brain), trials=4)
+    s = report.summary()
+    assert s.trials == 8 and s.accuracy == 0.5
+    assert s.pass_at[1] == 0.5 and s.pass_at[2] == pytest.approx(5 / 6) and s.pass_at[4] == 1.0
+    assert s.accuracy_spread == pytest.approx(0.57735, abs=1e-4)  # rounds: 1, 0, 1, 0
+    assert report.cases()[0].passes == 2 and report.cases()[0].score_spread > 0
+
+
+async def test_trials_run_concurrently_up_to_the_bound() -> None:
+    running, peak = 0, 0
+
+    async def slow(context, tools):  # type: ignore[no-untyped-def]
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+        return "done"
+
+    cases = [Case(f"c{i}", "go", expected="done") for i in range(9)]
+    report = await evaluate(cases, agent_for(lambda s: FunctionPolicy(slow)), concurrency=3)
+    assert report.summary().accuracy == 1.0 and peak == 3
+
+
+async def test_each_trial_gets_a_fresh_working_directory_with_the_case_files() -> None:
+    seen: list[Path] = []
+
+    def brain(s: Setup) -> FunctionPolicy:
+        seen.append(s.workdir)
+        return FunctionPolicy(lambda ctx, tools: (s.workdir / "notes.txt").read_text())
+
+    case = Case("files", "read it", expected="hello", files={"notes.txt": "hello", "sub/x.txt": "x"})
+    report = await evaluate([case], agent_for(brain), trials=2)
+    assert report.summary().accuracy == 1.0
+    assert len(set(seen)) == 2 and not any(p.exists() for p in seen)
+
+
+async def test_the_scripted_human_approves_denies_or_leaves_the_run_paused() -> None:
+    sent.clear()
+    email = [Action("send_email", {"to": "boss@example.com", "body": "hi"})]
+    approved = Case("yes", "email", status="finished", human=("approve",), reference=(email[0], "Sent."))
+    denied = Case("no", "email", status="finished", human=("deny: not today",), reference=(email[0], "Not sent."))
+    waiting = Case("wait", "email", status="paused", reference=(email[0],))
+    report = await evaluate([approved, denied, waiting], by_reference)
+    assert report.summary().accuracy == 1.0
+    assert sent == ["boss@example.com"]  # only the approved one ran
+
+
+async def test_the_model_reads_a_denial_with_its_message() -> None:
+    seen = []
+
+    def brain(ctx, tools):  # type: ignore[no-untyped-def]
+        if ctx.last().role == "tool":
+            seen.append(ctx.last().content)
+            return "ok"
+        return Action("send_email", {"to": "a@b.c", "body": "x"})
+
+    case = Case("deny", "email", status="finished", human=("deny: too late",))
+    await evaluate([case], agent_for(lambda s: FunctionPolicy(brain)))
+    assert seen == ["a human denied this call: too late"]
+
+
+async def test_approvals_work_with_a_signing_key() -> None:
+    key = b"k" * 32
+    case = Case(
+        "signed",
+        "email",
+        status="finished",
+        human=("approve",),
+        reference=(Action("send_email", {"to": "x@y.z", "body": "b"}), "Sent."),
+    )
+    report = await evaluate([case], lambda s: Agent(reference_brain(s.case), TOOLS, store=s.store, signing_key=key))
+    assert report.results[0].passed, report.results[0]
+
+
+async def test_a_run_that_raises_is_a_failed_trial_not_a_crashed_evaluation() -> None:
+    short = Case("short", "weather?", expected="x", reference=(Action("get_weather", {"city": "Oslo"}),))
+    report = await evaluate([short, WEATHER], by_reference)
+    first = report.results[0]
+    assert not first.passed and first.status == "failed" and "ScriptExhausted" in (first.error or "")
+    assert report.results[1].passed and report.summary().errors == 1
+
+
+async def test_finished_trials_are_read_back_from_the_store(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "evals.db")
+    first = await evaluate([WEATHER], by_reference, name="w", store=store, trials=2)
+    assert first.summary().read_back == 0
+    # A brain with no replies would fail if asked: nothing runs again.
+    again = await evaluate([WEATHER], agent_for(lambda s: ScriptedModel([])), name="w", store=store, trials=2)
+    assert again.summary().read_back == 2 and again.summary().accuracy == 1.0
+    assert [r.to_dict() for r in again.results] == [r.to_dict() for r in first.results]
+    assert await store.get(run_id_for("w", "weather", 1)) is not None
+
+
+async def test_a_changed_case_is_run_again() -> None:
+    store = MemoryStore()
+    await evaluate([WEATHER], by_reference, name="w", store=store)
+    changed = Case(
+        "weather",
+        "Weather in Oslo?",
+        expected="Oslo",
+        match="contains",
+        reference=(Action("get_weather", {"city": "Oslo"}), "Oslo: 18C"),
+    )
+    report = await evaluate([changed], by_reference, name="w", store=store)
+    assert report.summary().read_back == 0 and report.results[0].passed
+
+
+async def _interrupted(store: MemoryStore, name: str) -> None:
+    """A trial whose run paused for approval and was never graded (as if killed right then)."""
+    agent = Agent(ScriptedModel([Action("send_email", {"to": "b@c.d", "body": "x"})]), TOOLS, store=store)
+    await agent.run("email", run_id=run_id_for(name, "mail", 0))
+
+
+MAIL = Case("mail", "email", status="finished", human=("approve",))
+
+
+async def test_unfinished_runs_restart_by_default() -> None:
+    store = MemoryStore()
+    await _interrupted(store, "m")
+    again = ScriptedModel([Action("send_email", {"to": "b@c.d", "body": "x"}), "Sent."])
+    report = await evaluate([MAIL], agent_for(lambda s: again), name="m", store=store)
+    assert report.results[0].passed and again.remaining == 0  # the whole run again
+
+
+async def test_unfinished_runs_can_resume_from_the_store() -> None:
+    store = MemoryStore()
+    await _interrupted(store, "m")
+    rest = ScriptedModel(["Sent."])  # only the reply after the approval
+    report = await evaluate([MAIL], agent_for(lambda s: rest), name="m", store=store, unfinished="resume")
+    assert report.results[0].passed and rest.remaining == 0
+
+
+async def test_a_price_gives_the_cost() -> None:
+    from tether import Message, Usage
+
+    reply = Message("assistant", "18C", usage=Usage(input_tokens=1000, output_tokens=100, requests=1))
+    case = Case("cost", "weather?", expected="18C")
+    report = await evaluate([case], agent_for(lambda s: ScriptedModel([reply])), price=(1.0, 10.0))
+    r = report.results[0]
+    assert (r.input_tokens, r.output_tokens) == (1000, 100)
+    assert r.cost == pytest.approx(0.002) and report.summary().cost == pytest.approx(0.002)
+
+
+async def test_misuse_is_a_clear_user_error() -> None:
+    with pytest.raises(UserError, match=r"store=setup\.store"):
+        await evaluate([WEATHER], lambda s: Agent(reference_brain(s.case), TOOLS))
+    with pytest.raises(UserError, match="has no agent body"):
+        await evaluate(Dataset("bare", [WEATHER]), brain=ScriptedModel([]))
+    with pytest.raises(UserError, match="trials must be a positive integer"):
+        await evaluate([WEATHER], by_reference, trials=0)
+    with pytest.raises(UserError, match="two cases with id"):
+        Dataset("dup", [WEATHER, WEATHER])
+    with pytest.raises(UserError, match="nothing to grade"):
+        Dataset("empty", [Case("x", "hi")])
+    with pytest.raises(UserError, match="unknown human verdict"):
+        Case("x", "hi", status="finished", human=("maybe",))
+
+
+async def test_an_agent_instance_with_a_store_is_used_for_every_case() -> None:
+    store = MemoryStore()
+    agent = Agent(FunctionPolicy(lambda ctx, tools: "18C"), TOOLS, store=store)
+    report = await evaluate([Case("a", "x", expected="18C"), Case("b", "y", expected="18C")], agent)
+    assert report.summary().accuracy == 1.0
+    assert await store.get(run_id_for("cases", "b", 0)) is not None
+
+
+async def test_resuming_grades_a_run_that_ended_before_its_grade_was_kept() -> None:
+    store = MemoryStore()
+    agent = Agent(ScriptedModel(["18C"]), TOOLS, store=store)
+    await agent.run("weather?", run_id=run_id_for("m", "done", 0))
+    case = Case("done", "weather?", expected="18C")
+    never = ScriptedModel([])  # the run is over: the brain is not asked again
+    report = await evaluate([case], agent_for(lambda s: never), name="m", store=store, unfinished="resume")
+    assert report.results[0].passed and report.results[0].error is None
