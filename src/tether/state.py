@@ -283,6 +283,14 @@ class RunState:
         open_ids = [p.id for p in self.items()]
         raise StateError(f"call {call_id!r} is not waiting in run {self.run_id!r}; open calls: {open_ids}")
 
+    def item(self, item_id: str) -> PendingCall:
+        """The open item ``item_id`` addresses (a call id, or a path into a child run)."""
+        for p in self.items():
+            if p.id == item_id:
+                return p
+        open_ids = [p.id for p in self.items()]
+        raise StateError(f"nothing waits as {item_id!r} in run {self.run_id!r}; open items: {open_ids}")
+
     def child(self, call_id: str) -> RunState:
         """The state of the child run that the call ``call_id`` delegated to."""
         for c in self.children:

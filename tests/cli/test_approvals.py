@@ -357,3 +357,25 @@ def test_runs_shows_a_run_whose_worker_died_as_interrupted_once_its_lease_expire
     assert resumed.err.splitlines()[0] == f"== resuming run {rid}"
     assert tether("runs", "--status", "needs-decision").out.count(rid) == 1
     assert _count(ws) == 0
+
+
+def test_a_question_is_answered_from_another_terminal_and_the_answer_is_the_result(tether, script) -> None:
+    model = script(
+        [{"tool": "ask_human", "args": {"question": "Which size?"}}, {"answer": "ordering {last_tool_result}"}]
+    )
+    paused = tether("run", "order a shirt", "--model", model)
+    assert paused.code == 3, paused.err
+    rid = _run_id(paused.err)
+    assert "tether answer" in paused.err and "Which size?" in paused.err
+    shown = tether("show", rid)
+    assert "ask_human  (awaiting-answer)" in shown.out
+    answered = tether("answer", rid, "call_1_0", "large")
+    assert answered.code == 0, answered.err
+    assert answered.out.splitlines()[0].startswith(
+        'answered call_1_0: ask_human {"question": "Which size?"} with "large"'
+    )
+    again = tether("answer", rid, "call_1_0", "small")
+    assert again.code == 2 and "--replace" in again.err  # a recorded answer stands
+    resumed = tether("resume", rid)
+    assert resumed.code == 0, resumed.err
+    assert resumed.lines()[-1] == "  final answer: ordering large"

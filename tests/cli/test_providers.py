@@ -32,7 +32,7 @@ def test_run_talks_to_the_configured_server_with_the_key(tether, shape: str) -> 
     auth = first.headers.get("authorization") or first.headers.get("x-api-key")
     assert auth in ("Bearer sk-test", "sk-test")
     offered = {t.get("name") or t["function"]["name"] for t in first.json()["tools"]}
-    assert offered == {"read_file", "write_file", "edit_file", "list_dir", "find_files", "shell", "python"}
+    assert offered == {"read_file", "write_file", "edit_file", "list_dir", "find_files", "shell", "python", "ask_human"}
     assert "buy milk" in second.body.decode()  # the tool result went back to the model
 
 

@@ -24,7 +24,7 @@ from ..events import Cancelled, Event, RunStarted, to_dict
 from ..exceptions import StateError, TetherError, UserError
 from ..journal import state_of
 from ..state import Decision, RunState
-from ..store import RunInfo
+from ..store import RunInfo, load_tree
 from ._config import Settings, load_settings, location
 from ._decide import (
     Choice,
@@ -42,7 +42,7 @@ from ._render import PlainRenderer, json_line, make_renderer, visible
 from ._session import Asker, Outcome, Session
 
 F = TypeVar("F", bound=Callable[..., Any])
-DONE = {"approve": "approved", "deny": "denied", "retry": "will retry", "skip": "skipped"}
+DONE = {"approve": "approved", "deny": "denied", "retry": "will retry", "skip": "skipped", "answer": "answered"}
 EXIT = {
     "finished": 0,
     "failed": 1,
@@ -327,6 +327,7 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
     with Session(load_settings(**opts), create=False) as session:
         rid = resolve(session, run_id)
         events = session.run(session.store.load(rid))
+        tree = session.run(load_tree(session.store, rid)) if events else None
     if as_json:
         for ev in events:
             click.echo(json_line(to_dict(ev)))
@@ -340,14 +341,14 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
     for ev in events:
         renderer.event(ev)
     if state.pending and state.status in ("paused", "needs-decision"):
-        say(describe_pending(state))
+        say(describe_pending(tree or state))
 
 
 def describe_pending(state: RunState) -> str:
     lines = ["", "calls waiting:"]
-    for p in state.pending:
-        d = state.decision(p.call.id)
-        lines.append(f"  {p.call.id}  {p.call.name}  ({p.status})  args_hash {p.args_hash}")
+    for p in state.items():
+        d = state.decision(p.id)
+        lines.append(f"  {p.id}  {p.label}  ({p.status})  args_hash {p.args_hash}")
         lines += ["    " + line for line in pretty_args(p).splitlines()]
         if d is not None:
             extra = f": {d.message}" if d.message else ""
@@ -379,7 +380,7 @@ def approve(run_id: str, call_ids: tuple[str, ...], args_json: str | None, repla
     args = check_args_for(call_ids, args_json)
 
     def choose(state: RunState) -> list[Choice]:
-        ids = call_ids or tuple(p.call.id for p in waiting(state))
+        ids = call_ids or tuple(p.id for p in waiting(state) if p.status == "awaiting-approval")
         if not ids:
             done = "; ".join(f"{d.call_id} is already {described(d)}" for d in state.decisions)
             raise UserError(
@@ -401,6 +402,23 @@ def approve(run_id: str, call_ids: tuple[str, ...], args_json: str | None, repla
 def deny(run_id: str, call_id: str, message: str, replace: bool, **opts: Any) -> None:
     """Deny one call; the model is told (with your message) and carries on."""
     decide_command(opts, run_id, lambda state: [Choice(call_id, "deny", message=message)], replace)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("item")
+@click.argument("text")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="TEXT is JSON (for a question with a structured answer).")
+@replace_option
+@handle_errors
+def answer(run_id: str, item: str, text: str, as_json: bool, replace: bool, **opts: Any) -> None:
+    """Answer a question a run asks (``ask_human``); the answer becomes the question's result."""
+    try:
+        value = json.loads(text) if as_json else text
+    except ValueError as exc:
+        raise UserError(f"--json: TEXT is not JSON ({exc})") from None
+    decide_command(opts, run_id, lambda state: [Choice(item, "answer", answer=value)], replace)
 
 
 @cli.command()
@@ -435,7 +453,7 @@ def decide_command(
         rid = resolve(session, run_id)
         events = session.run(session.store.load(rid))
         session.check_key(rid, events[0].meta if isinstance(events[0], RunStarted) else {})
-        before = state_of(events)
+        before = session.run(load_tree(session.store, rid))
         choices = choose(before)
         changes = check_replacing(before, choices, replace)
         state = before
@@ -445,18 +463,19 @@ def decide_command(
         say(decided_line(c, state, before.decision(c.call_id), changed=c in changes))
     left = waiting(state)
     if left:
-        say(f"still waiting: {', '.join(p.call.id for p in left)}")
+        say(f"still waiting: {', '.join(p.id for p in left)}")
     say(f"continue with: tether resume {rid}{location(settings)}")
 
 
 def decided_line(c: Choice, state: RunState, old: Decision | None, *, changed: bool) -> str:
     """``approved call_1_0: shell {...}``, with what it replaced, or that it changed nothing."""
-    p = state.pending_call(c.call_id)
+    p = state.item(c.call_id)
     if old is not None and not changed:
-        return f"{p.call.id} is already {described(old)}: nothing changed"
+        return f"{p.id} is already {described(old)}: nothing changed"
     edited = f" with {json.dumps(c.args, sort_keys=True)}" if c.args is not None else ""
+    answered = f" with {json.dumps(c.answer, ensure_ascii=False)}" if c.verdict == "answer" else ""
     replaced = f" (replaces: {described(old)})" if old is not None else ""
-    return f"{DONE[c.verdict]} {p.call.id}: {p.call.name} {p.call.arguments}{edited}{replaced}"
+    return f"{DONE[c.verdict]} {p.id}: {p.label} {p.call.arguments}{edited}{answered}{replaced}"
 
 
 @cli.command()

@@ -381,15 +381,17 @@ def build_tools(settings: Settings) -> list[Any]:
 def build_agent(settings: Settings, store: RunStore, key: bytes, extra_tools: Sequence[Tool] = ()) -> Agent:
     """The agent every command that runs the loop uses: same tools, same fingerprint.
 
-    ``extra_tools`` come after the workspace toolkit (the command line's MCP servers' tools).
+    ``extra_tools`` come after the workspace toolkit (the command line's MCP servers' tools);
+    ``ask_human`` comes last, so the agent can ask the person at the terminal (``tether answer``).
     """
     from ..agent import Agent
+    from ..tools import ask_human
 
     policy = make_policy(settings)
     instructions = settings.instructions or INSTRUCTIONS.format(workspace=settings.workspace)
     return Agent(
         policy,
-        [*build_tools(settings), *extra_tools],
+        [*build_tools(settings), *extra_tools, ask_human()],
         instructions=instructions,
         max_steps=settings.max_steps,
         store=store,

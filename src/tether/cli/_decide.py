@@ -39,10 +39,11 @@ if TYPE_CHECKING:
 class Choice:
     """One person's answer to one waiting call."""
 
-    call_id: str
+    call_id: str  # the item's id: a call id, or a path into a child run
     verdict: Verdict
     args: dict[str, Any] | None = None
     message: str = ""
+    answer: Any = None
 
 
 def reviewer() -> str:
@@ -89,7 +90,7 @@ PAST = {"approve": "approved", "deny": "denied", "retry": "set to run again", "s
 
 def same(d: Decision, c: Choice) -> bool:
     """True if the recorded decision ``d`` already says what ``c`` says."""
-    return (d.verdict, d.args, d.message) == (c.verdict, c.args, c.message)
+    return (d.verdict, d.args, d.message, d.answer) == (c.verdict, c.args, c.message, c.answer)
 
 
 def described(d: Decision) -> str:
@@ -123,18 +124,26 @@ def decide(state: RunState, c: Choice, *, key: bytes, by: str) -> RunState:
         return state.deny(c.call_id, c.message, by=by, key=key)
     if c.verdict == "retry":
         return state.retry(c.call_id, by=by, key=key)
+    if c.verdict == "answer":
+        return state.answer(c.call_id, c.answer, by=by, key=key)
     return state.skip(c.call_id, c.message, by=by, key=key)
 
 
 def waiting(state: RunState) -> list[PendingCall]:
-    """The calls of a paused run that still need a human decision."""
-    decided = {d.call_id for d in state.decisions}
+    """The items of a paused run (and of its child runs) that still need a human decision."""
     return [
         p
-        for p in state.pending
-        if p.call.id not in decided
-        and (p.status in ("awaiting-approval", "awaiting-answer") or state.status == "needs-decision")
+        for p in state.items()
+        if state.decision(p.id) is None and p.status in ("awaiting-approval", "awaiting-answer", "started")
     ]
+
+
+def _question(p: PendingCall) -> str:
+    try:
+        args = json.loads(p.call.arguments or "{}")
+    except ValueError:
+        return p.call.arguments
+    return str(args.get("question", p.call.arguments)) if isinstance(args, dict) else p.call.arguments
 
 
 def pretty_args(p: PendingCall) -> str:
@@ -147,11 +156,13 @@ def pretty_args(p: PendingCall) -> str:
 def pause_hint(state: RunState, call_ids: Sequence[str], where: str) -> str:
     """What a paused run waits for and the commands that decide it and continue it."""
     rid = state.run_id
-    calls = [state.pending_call(c) for c in call_ids]
+    calls = [state.item(c) for c in call_ids]
     lines = [f"paused: run {rid} waits for a decision on {len(calls)} call(s):"]
-    lines += [f"  {p.call.id}  {p.call.name} {p.call.arguments}" for p in calls]
-    one = calls[0].call.id if len(calls) == 1 else "CALL_ID"
-    if state.status == "needs-decision":
+    lines += [f"  {p.id}  {p.label} {p.call.arguments}" for p in calls]
+    one = calls[0].id if len(calls) == 1 else "CALL_ID"
+    if all(p.status == "awaiting-answer" for p in calls):
+        lines.append(f"  answer:   tether answer {rid} {one} TEXT{where}")
+    elif state.status == "needs-decision":
         lines.append(f"  run again:  tether retry {rid} {one}{where}")
         lines.append(f"  or not:     tether skip {rid} {one} [-m MESSAGE]{where}")
     else:
@@ -171,27 +182,32 @@ UNKNOWN_WORDS = {"r": "retry", "retry": "retry", "s": "skip", "skip": "skip"}
 
 def ask(state: RunState, call_ids: Sequence[str], read: Prompt = input) -> list[Choice]:
     """Ask about each waiting call in turn; EOFError/KeyboardInterrupt abort the whole set."""
-    return [_ask_one(state.pending_call(cid), read) for cid in call_ids]
+    return [_ask_one(state.item(cid), read) for cid in call_ids]
 
 
 def _ask_one(p: PendingCall, read: Prompt) -> Choice:
-    name = visible(p.call.name)
+    name = visible(p.label)
+    if p.status == "awaiting-answer":
+        print(f"\n  {name} asks: {visible(_question(p))}")
+        while not (text := read("  your answer: ").strip()):
+            pass
+        return Choice(p.id, "answer", answer=text)
     print(f"\n  {name} wants to run with:")
     print(_indent(visible(pretty_args(p)), 4))
     if p.status == "started":
         print(f"  {name} was interrupted before it reported back: it may or may not have run.")
         if _choose(read, "  run it again? [r]etry, [s]kip: ", UNKNOWN_WORDS) == "retry":
-            return Choice(p.call.id, "retry")
-        return Choice(p.call.id, "skip", message=read("  tell the model why (optional): ").strip())
+            return Choice(p.id, "retry")
+        return Choice(p.id, "skip", message=read("  tell the model why (optional): ").strip())
     while True:
         answer = _choose(read, "  allow? [y]es, [n]o, [e]dit: ", APPROVAL_WORDS)
         if answer == "approve":
-            return Choice(p.call.id, "approve")
+            return Choice(p.id, "approve")
         if answer == "deny":
-            return Choice(p.call.id, "deny", message=read("  tell the model why (optional): ").strip())
+            return Choice(p.id, "deny", message=read("  tell the model why (optional): ").strip())
         args = _edit(p, read)
         if args is not None:
-            return Choice(p.call.id, "approve", args=args)
+            return Choice(p.id, "approve", args=args)
 
 
 def _choose(read: Prompt, prompt: str, words: dict[str, str]) -> str:
