@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tether import Action, Agent, FunctionPolicy, RunState, tool
+from tether import Action, Agent, FunctionPolicy, RunState, record_decisions, tool
 from tether.stores.memory import MemoryStore
 from tether.testing import CrashingStore, SimulatedCrash
 
@@ -159,3 +159,37 @@ async def test_a_crash_that_splits_a_turn_keeps_results_in_commit_order() -> Non
     assert results(reference.context) == ["slow 1", "fast 2"]
     assert results(done.context) == ["fast 2", "slow 1"]
     assert done.status == "finished"
+
+
+# -- runs inside runs: a child run (an agent used as a tool) and its parent --------
+
+
+def desk(store: Any, effects: list[str], *, approval: bool = False) -> Agent:
+    """``support`` delegates to ``billing``, whose one call is a ``once`` send (gated with ``approval``)."""
+
+    @tool(effect="once", approval=approval)
+    def send(to: str) -> str:
+        """Send a message."""
+        effects.append(to)
+        return f"sent to {to}"
+
+    def support(context: Any, tools: Any) -> Any:
+        done = [m for m in context if m.role == "tool"]
+        return f"support: {done[-1].content}" if done else Action("billing", {"task": "tell ann"})
+
+    billing = Agent(one_call_brain("send", {"to": "ann"}), [send], name="billing")
+    return Agent(FunctionPolicy(support), [billing.as_tool()], name="support", store=store)
+
+
+async def test_a_parent_killed_after_it_resumed_its_delegating_call_can_be_resumed_again() -> None:
+    effects: list[str] = []
+    store = MemoryStore()
+    paused = await desk(store, effects, approval=True).run("go", run_id="r")
+    item = paused.pending[0]
+    await record_decisions(store, "r", lambda s: s.approve(item.id, by="ana"))
+    with pytest.raises(SimulatedCrash):  # the parent's second tool-started (it resumes the child) lands
+        await desk(CrashingStore(store, "tool-started"), effects, approval=True).run(run_id="r")
+    done = await desk(store, effects, approval=True).run(run_id="r")  # today: StateTampered
+    assert (done.status, done.output) == ("finished", "support: done")
+    assert effects == ["ann"]
+    assert sorted(i.run_id for i in await store.list_runs()) == ["r", "r/call_1_0"]
