@@ -181,6 +181,17 @@ def desk(store: Any, effects: list[str], *, approval: bool = False) -> Agent:
     return Agent(FunctionPolicy(support), [billing.as_tool()], name="support", store=store)
 
 
+async def test_a_child_that_finished_before_the_crash_settles_its_parent_call_from_its_journal() -> None:
+    effects: list[str] = []
+    store = MemoryStore()
+    with pytest.raises(SimulatedCrash):  # the child's finished is committed, the parent never hears of it
+        await desk(CrashingStore(store, "finished"), effects).run("go", run_id="r")
+    done = await desk(store, effects).run(run_id="r")  # today: StateError, the child 'cannot be resumed'
+    assert (done.status, done.output) == ("finished", "support: done")
+    assert effects == ["ann"]
+    assert [e.kind for e in await store.load("r/call_1_0")].count("run-started") == 1  # not run again
+
+
 async def test_a_parent_killed_after_it_resumed_its_delegating_call_can_be_resumed_again() -> None:
     effects: list[str] = []
     store = MemoryStore()
