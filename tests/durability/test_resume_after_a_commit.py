@@ -204,3 +204,13 @@ async def test_a_parent_killed_after_it_resumed_its_delegating_call_can_be_resum
     assert (done.status, done.output) == ("finished", "support: done")
     assert effects == ["ann"]
     assert sorted(i.run_id for i in await store.list_runs()) == ["r", "r/call_1_0"]
+
+
+async def test_a_tree_approved_in_its_state_resumes_with_a_store() -> None:
+    effects: list[str] = []
+    store = MemoryStore()
+    paused = await desk(store, effects, approval=True).run("go", run_id="r")
+    approved = paused.state.approve(paused.pending[0].id, by="ana")
+    done = await desk(store, effects, approval=True).run(approved)  # today: StateTampered for the child
+    assert (done.status, done.output) == ("finished", "support: done")
+    assert effects == ["ann"]
