@@ -118,13 +118,15 @@ class Lab:
 
         found = with_store(self.store_url, fn)
         planned = {r: found.get(r, "missing") for r in self.plans}
-        return {**found, **planned} if tree else planned
+        children = {r: s for r, s in found.items() if "/" in r and r.split("/")[0] in self.plans}
+        return {**children, **planned} if tree else planned
 
     def events(self) -> dict[str, list[Any]]:
         """The events of each planned run and of every other run in the store (child runs)."""
 
         async def fn(store: RunStore) -> dict[str, list[Any]]:
-            ids = [*self.plans, *(i.run_id for i in await store.list_runs(limit=1_000_000))]
+            found = [i.run_id for i in await store.list_runs(limit=1_000_000)]
+            ids = [*self.plans, *(r for r in found if r.split("/")[0] in self.plans)]  # not other labs' runs
             return {r: await store.load(r) for r in dict.fromkeys(ids)}
 
         return with_store(self.store_url, fn)
