@@ -25,20 +25,23 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tether import ModelReplied, RunStarted, RunState, ToolStarted, state_of
 from tether.stores import RunStore
 from tether.stores._open import open_store
 from tether.stores.memory import MemoryStore
+from tether.stores.sqlite import SQLiteStore
 
 from . import worker
 from .worker import EFFECTS, Ledger, Oracle, Plan, child_plans, read_oracle
@@ -445,3 +448,86 @@ def reordered_turns(events: list[Any]) -> int:
             rank = _rank(m, order)
             bad, last = bad or rank < last, rank
     return count + bad
+
+
+# -- crash-matrix cells --------------------------------------------------------------
+
+
+class MatrixCell(Protocol):
+    """A crash-matrix cell: one run named ``m`` following ``plan``, judged as ``id``."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def plan(self) -> Plan: ...
+
+
+C = TypeVar("C", bound=MatrixCell)
+Out = TypeVar("Out")
+
+
+def play_matrix(
+    cells: Sequence[C], root: Path, play: Callable[[C, Path, dict[str, Any], Zygote], Out], threads: int
+) -> dict[str, Out]:  # fmt: skip
+    """``play(cell, folder, expected notebooks, fork server)`` for every cell, ``threads`` at a time,
+    each on a fork server of its own; the reference of each distinct plan is run once."""
+    plans = {json.dumps(c.plan, sort_keys=True): c.plan for c in cells}
+    refs = {key: reference({"m": plan}, root / f"ref-{i}") for i, (key, plan) in enumerate(plans.items())}
+    zygotes: queue.Queue[Zygote] = queue.Queue()
+    for _ in range(threads):
+        zygotes.put(Zygote())
+
+    def one(cell: C) -> Out:
+        zygote = zygotes.get()
+        try:
+            return play(cell, root / cell.id, refs[json.dumps(cell.plan, sort_keys=True)], zygote)
+        finally:
+            zygotes.put(zygote)
+
+    try:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            futures = {c.id: pool.submit(one, c) for c in cells}
+            return {cid: f.result() for cid, f in futures.items()}
+    finally:
+        while not zygotes.empty():
+            zygotes.get().close()
+
+
+@dataclass
+class Recovery:
+    """One cell played: whether each planned kill fired, what the human did, the store after each worker."""
+
+    fired: list[bool] = field(default_factory=list)
+    story: Story = field(default_factory=Story)
+    integrity: list[str] = field(default_factory=list)
+
+
+def kill_and_recover(
+    lab: Lab, crash_at: str | None, verdict: str, *, crashes: int = 1, flags: Sequence[str] = ()
+) -> Recovery:  # fmt: skip
+    """Start the worker to be killed (``crash_at``, or ``flags`` such as ``--kill-after``), then resume
+    (``--resume --approve-all``) until run ``m`` finishes, answering ``needs-decision`` with ``verdict``
+    from another process; with ``crashes=2`` the worker after the first answer is killed the same way.
+    The SQLite store's ``PRAGMA integrity_check`` is taken after every worker."""
+    out = Recovery()
+    crashes_left = crashes - 1
+    inc = lab.run("--approve-all", *flags, crash_at=crash_at)
+    out.fired.append(inc.killed)
+    out.story.kills += inc.killed
+    out.integrity.append(SQLiteStore(lab.store_url).integrity_check())
+    for _ in range(8):
+        status = lab.statuses()["m"]
+        if status == "finished":
+            break
+        if status == "needs-decision":
+            out.story.needs_decision += 1
+            out.story.note_decisions(lab.decide("m", verdict))
+        again = bool(crashes_left and out.story.needs_decision)
+        inc = lab.run("--resume", "--approve-all", *(flags if again else ()), crash_at=crash_at if again else None)
+        if again:
+            crashes_left -= 1
+            out.fired.append(inc.killed)
+        out.story.kills += inc.killed
+        out.integrity.append(SQLiteStore(lab.store_url).integrity_check())
+    return out

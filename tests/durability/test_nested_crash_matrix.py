@@ -28,14 +28,11 @@ equal to the reference.
 from __future__ import annotations
 
 import asyncio
-import json
-import queue
 import sys
 import tempfile
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,22 +42,12 @@ import tether.run
 from tether import ApprovalDecided, Event, RunStarted, ToolFinished, ToolStarted
 from tether._crash import AROUND, POINTS
 from tether.stores.memory import MemoryStore
-from tether.stores.sqlite import SQLiteStore
 
 from . import worker
-from .harness import Lab, Story, Verdict, Zygote, judge, reference
+from .harness import Lab, Story, Verdict, Zygote, judge, kill_and_recover, play_matrix
+from .test_crash_matrix import EFFECT_DONE, REFUND, TARGETS, THREADS, WINDOW  # the flat matrix's targets
 from .worker import EFFECTS, Ledger, Oracle, Plan, read_oracle
 
-TARGETS: dict[str, list[Any]] = {
-    "none": ["lookup", {"key": "color"}],
-    "idempotent": ["put", {"key": "color", "value": "teal"}],
-    "once": ["send", {"to": "ann", "text": "your order shipped"}],
-    "approval": ["refund", {"order": "A1", "amount": 79}],
-}
-REFUND = ["refund", {"order": "B2", "amount": 12}]
-THREADS = 3
-WINDOW = ("after_started_commit", "mid_tool", "after_tool_return")  # started, not finished
-EFFECT_DONE = ("mid_tool", "after_tool_return")  # the effect happened before the crash
 UNNAMED = ("run-started", "approval-requested", "paused", "child-stopped")  # commits no named point follows
 
 
@@ -208,79 +195,38 @@ CELLS = build_cells()
 
 @dataclass
 class Outcome:
-    cell: Cell
-    fired: list[bool] = field(default_factory=list)
-    story: Story = field(default_factory=Story)
-    verdict: Verdict | None = None
-    runs: Counter[str] = field(default_factory=Counter)  # executions per tool, the whole tree
-    approvals: int = 0
-    integrity: list[str] = field(default_factory=list)
-    stored_runs: list[str] = field(default_factory=list)
-    seconds: float = 0.0
+    fired: list[bool]
+    story: Story
+    integrity: list[str]
+    verdict: Verdict
+    runs: Counter[str]  # executions per tool, the whole tree
+    approvals: int
+    stored_runs: list[str]
+    seconds: float
 
 
-def play(cell: Cell, root: Path, expected: dict[str, Any], zygotes: queue.Queue[Zygote]) -> Outcome:
-    zygote = zygotes.get()
-    try:
-        return play_with(cell, root, expected, zygote)
-    finally:
-        zygotes.put(zygote)
-
-
-def play_with(cell: Cell, root: Path, expected: dict[str, Any], zygote: Zygote) -> Outcome:
+def play(cell: Cell, root: Path, expected: dict[str, Any], zygote: Zygote) -> Outcome:
     t0 = time.monotonic()
-    out = Outcome(cell)
-    db = root / "runs.db"
-    lab = Lab(root, str(db), {"m": cell.plan}, zygote=zygote)
+    lab = Lab(root, str(root / "runs.db"), {"m": cell.plan}, zygote=zygote)
     flags, crash_at = cell.worker_flags()
-    crashes_left = cell.crashes - 1
-    inc = lab.run("--approve-all", *flags, crash_at=crash_at)
-    out.fired.append(inc.killed)
-    out.story.kills += inc.killed
-    out.integrity.append(SQLiteStore(str(db)).integrity_check())
-    for _ in range(8):
-        status = lab.statuses()["m"]
-        if status == "finished":
-            break
-        if status == "needs-decision":
-            out.story.needs_decision += 1
-            out.story.note_decisions(lab.decide("m", cell.verdict))
-        again = crashes_left and out.story.needs_decision
-        inc = lab.run("--resume", "--approve-all", *(flags if again else ()), crash_at=crash_at if again else None)
-        if again:
-            crashes_left -= 1
-            out.fired.append(inc.killed)
-        out.story.kills += inc.killed
-        out.integrity.append(SQLiteStore(str(db)).integrity_check())
-    out.verdict = judge(lab, {"m": out.story}, expected)
-    out.runs = Counter(r["tool"] for r in read_oracle(lab.oracle) if r["ev"] == "tool")
+    played = kill_and_recover(lab, crash_at, cell.verdict, crashes=cell.crashes, flags=flags)
     events = lab.events()
-    out.stored_runs = sorted(events)
-    out.approvals = sum(
-        isinstance(e, ApprovalDecided) and e.decision.verdict == "approve" for evs in events.values() for e in evs
+    decisions = [e.decision for evs in events.values() for e in evs if isinstance(e, ApprovalDecided)]
+    return Outcome(
+        fired=played.fired,
+        story=played.story,
+        integrity=played.integrity,
+        verdict=judge(lab, {"m": played.story}, expected),
+        runs=Counter(r["tool"] for r in read_oracle(lab.oracle) if r["ev"] == "tool"),
+        approvals=sum(d.verdict == "approve" for d in decisions),
+        stored_runs=sorted(events),
+        seconds=time.monotonic() - t0,
     )
-    out.seconds = time.monotonic() - t0
-    return out
 
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    root = tmp_path_factory.mktemp("nested-matrix")
-    plans = {json.dumps(c.plan, sort_keys=True): c.plan for c in CELLS}
-    refs = {key: reference({"m": plan}, root / f"ref-{i}") for i, (key, plan) in enumerate(plans.items())}
-    zygotes: queue.Queue[Zygote] = queue.Queue()
-    for _ in range(THREADS):
-        zygotes.put(Zygote())
-    try:
-        with ThreadPoolExecutor(max_workers=THREADS) as pool:
-            futures = {
-                c.id: pool.submit(play, c, root / c.id, refs[json.dumps(c.plan, sort_keys=True)], zygotes)
-                for c in CELLS
-            }
-            return {cid: f.result() for cid, f in futures.items()}
-    finally:
-        while not zygotes.empty():
-            zygotes.get().close()
+    return play_matrix(CELLS, tmp_path_factory.mktemp("nested-matrix"), play, THREADS)
 
 
 @pytest.mark.parametrize("cell", [pytest.param(c, id=c.id) for c in CELLS])
@@ -290,7 +236,6 @@ def test_nested_cell_recovers_with_nothing_lost_no_once_effect_repeated_and_one_
     out = outcomes[cell.id]
     assert out.fired == [True] * cell.crashes, f"the crash point was not reached: {out.fired}"
     assert set(out.integrity) == {"ok"}
-    assert out.verdict is not None
     assert out.verdict.problems == []
     # One child run for the one delegating call, started once, and no other run.
     assert out.stored_runs == ["m", "m/call_1_0"]
