@@ -3,8 +3,12 @@
 Fixed (regression tests): an approval taken for a retry of an interrupted
 ``once`` call, a retry decision that outlived its attempt, edited arguments
 lost on a re-run, a committed final answer or terminal tool result that
-resuming ignored (asking the model again). The last test pins documented
-behaviour, not a bug.
+resuming ignored (asking the model again); in run trees (issue 11, found by the
+nested crash matrix), a parent that could not be loaded once it had re-entered
+its delegating call, a child that finished just before its parent was killed,
+and a tree approved in its state with a store.
+``test_a_crash_that_splits_a_turn_keeps_results_in_commit_order`` pins
+documented behaviour, not a bug.
 
 The "crash" here is :class:`tether.testing.CrashingStore`, a store that
 commits an event and then raises, the in-process equivalent of ``TETHER_CRASH_AT`` at the point after that commit
@@ -211,6 +215,6 @@ async def test_a_tree_approved_in_its_state_resumes_with_a_store() -> None:
     store = MemoryStore()
     paused = await desk(store, effects, approval=True).run("go", run_id="r")
     approved = paused.state.approve(paused.pending[0].id, by="ana")
-    done = await desk(store, effects, approval=True).run(approved)  # today: StateTampered for the child
+    done = await desk(store, effects, approval=True).run(approved)  # on ef657f7: StateTampered (the child)
     assert (done.status, done.output) == ("finished", "support: done")
     assert effects == ["ann"]
