@@ -60,7 +60,7 @@ from .exceptions import (
     StoreError,
     UserError,
 )
-from .journal import Journal
+from .journal import Journal, state_of
 from .messages import Message, ToolCall
 from .policy import Policy, ask
 from .state import RunState, args_hash
@@ -568,6 +568,9 @@ class Run:
         child_agent: Settings = step.tool.agent
         call = step.call
         child_id = f"{self.journal.run_id}/{call.id}"
+        if (finished := await self._finished_child(child_id)) is not None:  # then its parent was killed
+            yield await self.commit(self._settle(call, child_agent.name, finished))
+            return
         task = await self._child_input(child_id, str(step.args.get("task", "")), call.id)
         prior = await self._previous_notebook(step) if isinstance(task, str) and step.tool.continues else None
         child = Run(child_agent, task, context=prior, run_id=child_id, cancel=self.cancel, parent=self._left(call.id))
@@ -594,6 +597,12 @@ class Run:
                 return Journal.of(events).context
             return None
         return None
+
+    async def _finished_child(self, child_id: str) -> RunState | None:
+        """The stored state of a child run that finished before its parent wrote the call's result."""
+        if self.store is None or (info := await self.store.get(child_id)) is None or info.status != "finished":
+            return None
+        return state_of(await self.store.load(child_id))
 
     async def _child_input(self, child_id: str, task: str, call_id: str) -> Input:
         saved = self.journal.children.get(call_id)

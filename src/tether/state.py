@@ -436,8 +436,8 @@ class RunState:
 
     def check_decisions(self) -> None:
         """Each decision must name an open call of its run, once, by its exact arguments."""
-        for c in self.children:
-            if c.parent_call not in {p.call.id for p in self.pending if p.status == "delegated"}:
+        for c in self.children:  # a delegated call that resumed its child is "started" again, child kept
+            if c.parent_call not in {p.call.id for p in self.pending if p.status in ("delegated", "started")}:
                 raise StateTampered(f"run state {self.run_id!r} has a child run for no delegated call")
             c.check_decisions()
         ids = [d.call_id for d in self.decisions]

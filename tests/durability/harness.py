@@ -14,6 +14,10 @@ oracle rows) with what tether promises:
 * at most one extra model request per kill;
 * the final notebook equals an un-killed reference run of the same plan, except
   for the results of calls a human skipped.
+
+A plan that delegates (see ``worker.py``) is judged as a tree: every child run
+by the same rules as its root, and each delegating call has exactly one child
+run, started once (never a second one), and the store holds no other run.
 """
 
 from __future__ import annotations
@@ -21,23 +25,26 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from tether import ModelReplied, RunState, ToolStarted, state_of
+from tether import ModelReplied, RunStarted, RunState, ToolStarted, state_of
 from tether.stores import RunStore
 from tether.stores._open import open_store
 from tether.stores.memory import MemoryStore
+from tether.stores.sqlite import SQLiteStore
 
 from . import worker
-from .worker import EFFECTS, Ledger, Oracle, Plan, read_oracle
+from .worker import EFFECTS, Ledger, Oracle, Plan, child_plans, read_oracle
 
 WORKER = Path(__file__).with_name("worker.py")
 PG_DSN = os.environ.get("TETHER_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -106,21 +113,29 @@ class Lab:
             return self.zygote.run(self.command(*flags)[2:], crash_at, self.root)
         return finish(self.start(*flags, crash_at=crash_at), timeout)
 
-    def statuses(self) -> dict[str, str]:
+    def statuses(self, *, tree: bool = False) -> dict[str, str]:
+        """The status of each planned run (with ``tree``, of every run in the store, children too)."""
+
         async def fn(store: RunStore) -> dict[str, str]:
             return {i.run_id: i.status for i in await store.list_runs(limit=1_000_000)}
 
         found = with_store(self.store_url, fn)
-        return {r: found.get(r, "missing") for r in self.plans}
+        planned = {r: found.get(r, "missing") for r in self.plans}
+        children = {r: s for r, s in found.items() if "/" in r and r.split("/")[0] in self.plans}
+        return {**children, **planned} if tree else planned
 
     def events(self) -> dict[str, list[Any]]:
+        """The events of each planned run and of every other run in the store (child runs)."""
+
         async def fn(store: RunStore) -> dict[str, list[Any]]:
-            return {r: await store.load(r) for r in self.plans}
+            found = [i.run_id for i in await store.list_runs(limit=1_000_000)]
+            ids = [*self.plans, *(r for r in found if r.split("/")[0] in self.plans)]  # not other labs' runs
+            return {r: await store.load(r) for r in dict.fromkeys(ids)}
 
         return with_store(self.store_url, fn)
 
     def decide(self, run_id: str, verdict: str) -> RunState:
-        """A human in another process: ``verdict`` for interrupted calls, approve the rest."""
+        """A human in another process: ``verdict`` for interrupted calls, approve the rest (in the whole tree)."""
         rules = {"started": verdict, "awaiting-approval": "approve"}
         return with_store(self.store_url, lambda s: worker.record_decisions(s, run_id, rules))
 
@@ -195,7 +210,8 @@ def wait_ready(proc: subprocess.Popen[str], timeout: float = 30) -> None:
 
 
 def reference(plans: dict[str, Plan], root: Path) -> dict[str, list[dict[str, Any]]]:
-    """The final notebook of each plan run in-process, un-killed, everything approved."""
+    """The final notebook of each plan run in-process, un-killed, everything approved
+    (and of each child run the plan delegates to, by its run id)."""
 
     async def go() -> dict[str, list[dict[str, Any]]]:
         oracle = Oracle(root / "reference-oracle.jsonl")
@@ -205,7 +221,8 @@ def reference(plans: dict[str, Plan], root: Path) -> dict[str, list[dict[str, An
             agent = worker.build_agent(store, oracle, Ledger())
             status = await worker.drive(agent, store, run_id, plan, approve=True)
             assert status == "finished", (run_id, status)
-            out[run_id] = messages_of(await store.load(run_id))
+            for info in await store.list_runs(limit=1_000_000):
+                out[info.run_id] = messages_of(await store.load(info.run_id))
         return out
 
     root.mkdir(parents=True, exist_ok=True)
@@ -234,14 +251,24 @@ class Story:
     decisions: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     needs_decision: int = 0
 
-    def note_decisions(self, state: RunState) -> None:
-        """Remember the retry/skip decisions the test just recorded (made at ``state.seq``)."""
+    def note_decisions(self, state: RunState, prefix: str = "") -> None:
+        """Remember the retry/skip decisions the test just recorded (made at ``state.seq``), in child
+        runs too: those are keyed by their path from the root (``call_1_0/call_2_0``)."""
         for d in state.decisions:
             if d.by == "test" and d.state_seq == state.seq and d.verdict in ("retry", "skip"):
-                self.decisions[d.call_id].append(d.verdict)
+                self.decisions[prefix + d.call_id].append(d.verdict)
+        for child in state.children:
+            self.note_decisions(child, f"{prefix}{child.parent_call}/")
 
     def skipped(self) -> frozenset[str]:
         return frozenset(c for c, vs in self.decisions.items() if vs and vs[-1] == "skip")
+
+    def view(self, prefix: str) -> Story:
+        """The story of the child run at path ``prefix`` (``call_1_0/``): its own decisions, the root's kills."""
+        mine = {k[len(prefix) :]: vs for k, vs in self.decisions.items() if k.startswith(prefix)}
+        out = Story(self.kills, needs_decision=self.needs_decision)
+        out.decisions.update({k: vs for k, vs in mine.items() if "/" not in k})
+        return out
 
 
 @dataclass
@@ -255,6 +282,8 @@ class Verdict:
     repeated_answers: int = 0
     kills: int = 0
     runs: int = 0
+    children: int = 0  # child runs judged (at any depth)
+    second_children: int = 0  # delegating calls that started a child run more than once, or stray runs
 
 
 def judge(
@@ -266,17 +295,38 @@ def judge(
     for row in rows:
         by_run[row["run"]].append(row)
     events = lab.events()
-    statuses = lab.statuses()
-    for run_id, plan in lab.plans.items():
-        story = stories.get(run_id, Story())
+    statuses = lab.statuses(tree=True)
+    planned: set[str] = set()
+    for root_id, root_plan in lab.plans.items():
+        story = stories.get(root_id, Story())
         v.runs += 1
         v.kills += story.kills
-        problems = judge_run(run_id, plan, events[run_id], statuses[run_id], by_run[run_id], story, v)
-        problems += compare(run_id, events[run_id], expected[run_id], story.skipped())
-        v.reordered_turns += reordered_turns(events[run_id])
-        v.repeated_answers += repeated_answers(events[run_id])
-        v.problems += [f"{run_id}: {p}" for p in problems]
+        tree = {root_id: root_plan, **child_plans(root_plan, root_id)}
+        planned.update(tree)
+        for run_id, plan in tree.items():
+            sub = story.view(run_id[len(root_id) + 1 :] + "/") if run_id != root_id else story
+            problems = judge_run(run_id, plan, events.get(run_id, []), statuses.get(run_id, "missing"),
+                                 by_run[run_id], sub, v)  # fmt: skip
+            problems += compare(run_id, events.get(run_id, []), expected[run_id], sub.skipped())
+            if run_id != root_id:
+                v.children += 1
+                problems += judge_child(events.get(run_id, []), v)
+            v.reordered_turns += reordered_turns(events.get(run_id, []))
+            v.repeated_answers += repeated_answers(events.get(run_id, []))
+            v.problems += [f"{run_id}: {p}" for p in problems]
+    stray = sorted(set(events) - planned)
+    v.second_children += len(stray)
+    v.problems += [f"{r}: a run in the store that no plan delegated to" for r in stray]
     return v
+
+
+def judge_child(events: list[Any], v: Verdict) -> list[str]:
+    """A delegating call's child run was started once, and every later start resumed it."""
+    fresh = [i for i, ev in enumerate(events) if isinstance(ev, RunStarted) and not ev.resumed]
+    if fresh == [0]:
+        return []
+    v.second_children += 1
+    return [f"the child run was started afresh at positions {fresh} (a second child)"]
 
 
 def judge_run(
@@ -294,6 +344,9 @@ def judge_run(
         if row["ev"] == "tool":
             execs[row["call"]].append(row)
     for call in calls:
+        if call.name == "delegate":  # its child run is judged on its own (judge_child)
+            v.executions["delegate"] += 1
+            continue
         problems += judge_call(run_id, call.id, call.name, execs.pop(call.id, []), started[call.id], story)
         v.executions[EFFECTS[call.name]] += 1
     problems += [f"executions of unknown call {c!r}" for c in execs]
@@ -395,3 +448,86 @@ def reordered_turns(events: list[Any]) -> int:
             rank = _rank(m, order)
             bad, last = bad or rank < last, rank
     return count + bad
+
+
+# -- crash-matrix cells --------------------------------------------------------------
+
+
+class MatrixCell(Protocol):
+    """A crash-matrix cell: one run named ``m`` following ``plan``, judged as ``id``."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def plan(self) -> Plan: ...
+
+
+C = TypeVar("C", bound=MatrixCell)
+Out = TypeVar("Out")
+
+
+def play_matrix(
+    cells: Sequence[C], root: Path, play: Callable[[C, Path, dict[str, Any], Zygote], Out], threads: int
+) -> dict[str, Out]:  # fmt: skip
+    """``play(cell, folder, expected notebooks, fork server)`` for every cell, ``threads`` at a time,
+    each on a fork server of its own; the reference of each distinct plan is run once."""
+    plans = {json.dumps(c.plan, sort_keys=True): c.plan for c in cells}
+    refs = {key: reference({"m": plan}, root / f"ref-{i}") for i, (key, plan) in enumerate(plans.items())}
+    zygotes: queue.Queue[Zygote] = queue.Queue()
+    for _ in range(threads):
+        zygotes.put(Zygote())
+
+    def one(cell: C) -> Out:
+        zygote = zygotes.get()
+        try:
+            return play(cell, root / cell.id, refs[json.dumps(cell.plan, sort_keys=True)], zygote)
+        finally:
+            zygotes.put(zygote)
+
+    try:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            futures = {c.id: pool.submit(one, c) for c in cells}
+            return {cid: f.result() for cid, f in futures.items()}
+    finally:
+        while not zygotes.empty():
+            zygotes.get().close()
+
+
+@dataclass
+class Recovery:
+    """One cell played: whether each planned kill fired, what the human did, the store after each worker."""
+
+    fired: list[bool] = field(default_factory=list)
+    story: Story = field(default_factory=Story)
+    integrity: list[str] = field(default_factory=list)
+
+
+def kill_and_recover(
+    lab: Lab, crash_at: str | None, verdict: str, *, crashes: int = 1, flags: Sequence[str] = ()
+) -> Recovery:  # fmt: skip
+    """Start the worker to be killed (``crash_at``, or ``flags`` such as ``--kill-after``), then resume
+    (``--resume --approve-all``) until run ``m`` finishes, answering ``needs-decision`` with ``verdict``
+    from another process; with ``crashes=2`` the worker after the first answer is killed the same way.
+    The SQLite store's ``PRAGMA integrity_check`` is taken after every worker."""
+    out = Recovery()
+    crashes_left = crashes - 1
+    inc = lab.run("--approve-all", *flags, crash_at=crash_at)
+    out.fired.append(inc.killed)
+    out.story.kills += inc.killed
+    out.integrity.append(SQLiteStore(lab.store_url).integrity_check())
+    for _ in range(8):
+        status = lab.statuses()["m"]
+        if status == "finished":
+            break
+        if status == "needs-decision":
+            out.story.needs_decision += 1
+            out.story.note_decisions(lab.decide("m", verdict))
+        again = bool(crashes_left and out.story.needs_decision)
+        inc = lab.run("--resume", "--approve-all", *(flags if again else ()), crash_at=crash_at if again else None)
+        if again:
+            crashes_left -= 1
+            out.fired.append(inc.killed)
+        out.story.kills += inc.killed
+        out.integrity.append(SQLiteStore(lab.store_url).integrity_check())
+    return out

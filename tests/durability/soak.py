@@ -12,6 +12,12 @@ each run that was neither finished nor parked at that moment.
 Sizes come from the environment so a nightly job can run bigger soaks:
 ``TETHER_SOAK_RUNS`` (default 200), ``TETHER_SOAK_BATCH`` (runs per worker,
 default 50), ``TETHER_SOAK_SEED`` (default: random, printed).
+
+The nested soak plays run trees (:func:`random_tree_plan`: a parent delegating
+to one or two child runs, some of which delegate to a grandchild, every level
+mixing the three effects, delegations side by side with other calls of a turn):
+``TETHER_NESTED_SOAK_RUNS`` (default 100) and ``TETHER_NESTED_SOAK_BATCH``
+(default 25).
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .harness import DONE, Lab, Story, Verdict, finish, judge, kill9, reference, wait_ready
 from .worker import Plan, read_oracle
 
 RUNS = int(os.environ.get("TETHER_SOAK_RUNS", "200"))
 BATCH = int(os.environ.get("TETHER_SOAK_BATCH", "50"))
+NESTED_RUNS = int(os.environ.get("TETHER_NESTED_SOAK_RUNS", "100"))
+NESTED_BATCH = int(os.environ.get("TETHER_NESTED_SOAK_BATCH", "25"))
 KILLS = 3
 MODEL_DELAY = 0.04  # mean seconds per model request (uniform in [0, 2x])
 TOOL_DELAY = 0.03  # mean seconds per tool call
@@ -36,18 +45,35 @@ TOOLS = ("lookup", "put", "send")
 
 def random_plan(rng: random.Random, tag: str) -> Plan:
     """3 to 8 calls of the three effect kinds, spread over 1 to 4 turns."""
-    n = rng.randint(3, 8)
-    calls = []
-    for i in range(n):
-        name = rng.choice(TOOLS)
-        if name == "lookup":
-            calls.append([name, {"key": f"{tag}-k{i}"}])
-        elif name == "put":
-            calls.append([name, {"key": f"{tag}-k{i}", "value": f"v{rng.randrange(1000)}"}])
-        else:
-            calls.append([name, {"to": f"user{rng.randrange(100)}", "text": f"note {tag}/{i}"}])
-    cuts = sorted(rng.sample(range(1, n), rng.randint(0, min(3, n - 1))))
+    return in_turns(rng, [random_call(rng, tag, i) for i in range(rng.randint(3, 8))])
+
+
+def random_call(rng: random.Random, tag: str, i: int) -> list[Any]:
+    name = rng.choice(TOOLS)
+    if name == "lookup":
+        return [name, {"key": f"{tag}-k{i}"}]
+    if name == "put":
+        return [name, {"key": f"{tag}-k{i}", "value": f"v{rng.randrange(1000)}"}]
+    return [name, {"to": f"user{rng.randrange(100)}", "text": f"note {tag}/{i}"}]
+
+
+def in_turns(rng: random.Random, calls: list[list[Any]], most: int = 4) -> Plan:
+    """``calls`` cut into 1 to ``most`` turns, in order."""
+    n = len(calls)
+    cuts = sorted(rng.sample(range(1, n), rng.randint(0, min(most - 1, n - 1))))
     return [calls[a:b] for a, b in zip([0, *cuts], [*cuts, n], strict=True)]
+
+
+def random_tree_plan(rng: random.Random, tag: str, depth: int = 0) -> Plan:
+    """A run tree: the parent has 1 to 4 calls and 1 or 2 delegations (in 1 to 3 turns); a child
+    1 to 4 calls and, one time in three, a delegation to a grandchild of 1 to 3 calls."""
+    sizes = ((1, 4), (1, 4), (1, 3))[depth]
+    calls = [random_call(rng, f"{tag}.{depth}", i) for i in range(rng.randint(*sizes))]
+    delegations = rng.randint(1, 2) if depth == 0 else int(depth == 1 and rng.random() < 1 / 3)
+    for d in range(delegations):
+        sub = random_tree_plan(rng, f"{tag}.{d}", depth + 1)
+        calls.insert(rng.randrange(len(calls) + 1), ["delegate", {"plan": sub}])
+    return in_turns(rng, calls, most=3)
 
 
 @dataclass
@@ -71,14 +97,17 @@ class SoakReport:
         total.repeated_answers += v.repeated_answers
         total.runs += v.runs
         total.kills += v.kills
+        total.children += v.children
+        total.second_children += v.second_children
         for s in stories.values():
             self.kills_per_run[s.kills] = self.kills_per_run.get(s.kills, 0) + 1
             self.skipped_calls += len(s.skipped())
 
     def line(self, name: str, seed: int) -> str:
         v = self.verdict
+        tree = f" ({v.children} child runs, {v.second_children} second children)" if v.children else ""
         return (
-            f"{name} soak (seed {seed}): {v.runs} runs, {self.kills} kill -9, kills per run "
+            f"{name} soak (seed {seed}): {v.runs} runs{tree}, {self.kills} kill -9, kills per run "
             f"{dict(sorted(self.kills_per_run.items()))}, {sum(v.executions.values())} calls "
             f"{dict(v.executions)}, {self.skipped_calls} skipped after needs-decision, "
             f"{v.extra_model_calls} extra model requests, {v.reordered_turns} turns with results "
@@ -89,14 +118,14 @@ class SoakReport:
 
 def soak(
     root: Path, store_url: Callable[[int], str], check_store: Callable[[Lab], str], seed: int,
-    runs: int = RUNS, batch: int = BATCH,
+    runs: int = RUNS, batch: int = BATCH, plan: Callable[[random.Random, str], Plan] = random_plan,
 ) -> SoakReport:  # fmt: skip
     """Play ``runs`` runs in batches; ``check_store`` returns "ok" or a problem."""
     t0 = time.monotonic()
     rng = random.Random(seed)
     report = SoakReport()
     for b, start in enumerate(range(0, runs, batch)):
-        plans = {f"s{b}-{i}": random_plan(rng, f"{b}-{i}") for i in range(start, min(runs, start + batch))}
+        plans = {f"s{b}-{i}": plan(rng, f"{b}-{i}") for i in range(start, min(runs, start + batch))}
         expected = reference(plans, root / f"reference{b}")
         work = len(read_oracle(root / f"reference{b}" / "reference-oracle.jsonl"))
         lab = Lab(root / f"batch{b}", store_url(b), plans, MODEL_DELAY, TOOL_DELAY)

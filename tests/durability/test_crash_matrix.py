@@ -22,11 +22,8 @@ and then judged one test each.
 
 from __future__ import annotations
 
-import queue
-import sqlite3
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +32,7 @@ import pytest
 from tether import ApprovalDecided
 from tether._crash import POINTS
 
-from .harness import Lab, Story, Verdict, Zygote, judge, reference
+from .harness import Lab, Story, Verdict, Zygote, judge, kill_and_recover, play_matrix
 from .worker import Plan, read_oracle
 
 TARGETS: dict[str, list[Any]] = {
@@ -106,86 +103,36 @@ KNOWN_BUGS: dict[str, str] = {}  # cell id -> reason, for a strict xfail while a
 
 @dataclass
 class Outcome:
-    cell: Cell
-    fired: list[bool] = field(default_factory=list)
-    story: Story = field(default_factory=Story)
-    verdict: Verdict | None = None
-    target_runs: int = 0
-    refund_runs: int = 0
-    approvals: int = 0
-    integrity: list[str] = field(default_factory=list)
-    seconds: float = 0.0
+    fired: list[bool]
+    story: Story
+    integrity: list[str]
+    verdict: Verdict
+    target_runs: int
+    refund_runs: int
+    approvals: int
+    seconds: float
 
 
-def integrity(db: Path) -> str:
-    conn = sqlite3.connect(db)
-    try:
-        return "\n".join(str(r[0]) for r in conn.execute("PRAGMA integrity_check"))
-    finally:
-        conn.close()
-
-
-def play(cell: Cell, root: Path, expected: dict[str, Any], zygotes: queue.Queue[Zygote]) -> Outcome:
-    zygote = zygotes.get()
-    try:
-        return play_with(cell, root, expected, zygote)
-    finally:
-        zygotes.put(zygote)
-
-
-def play_with(cell: Cell, root: Path, expected: dict[str, Any], zygote: Zygote) -> Outcome:
+def play(cell: Cell, root: Path, expected: dict[str, Any], zygote: Zygote) -> Outcome:
     t0 = time.monotonic()
-    out = Outcome(cell)
     lab = Lab(root, str(root / "runs.db"), {"m": cell.plan}, zygote=zygote)
-    crashes_left = cell.crashes - 1
-    inc = lab.run("--approve-all", crash_at=cell.crash_at)
-    out.fired.append(inc.killed)
-    out.story.kills += inc.killed
-    out.integrity.append(integrity(root / "runs.db"))
-    for _ in range(8):
-        status = lab.statuses()["m"]
-        if status == "finished":
-            break
-        if status == "needs-decision":
-            out.story.needs_decision += 1
-            out.story.note_decisions(lab.decide("m", cell.verdict))
-        crash = cell.crash_at if crashes_left and out.story.needs_decision else None
-        inc = lab.run("--resume", "--approve-all", crash_at=crash)
-        if crash:
-            crashes_left -= 1
-            out.fired.append(inc.killed)
-        out.story.kills += inc.killed
-        out.integrity.append(integrity(root / "runs.db"))
-    out.verdict = judge(lab, {"m": out.story}, expected)
+    played = kill_and_recover(lab, cell.crash_at, cell.verdict, crashes=cell.crashes)
     rows = [r for r in read_oracle(lab.oracle) if r["ev"] == "tool"]
-    out.target_runs = sum(r["tool"] == TARGETS[cell.kind][0] for r in rows)
-    out.refund_runs = sum(r["tool"] == "refund" for r in rows)
-    out.approvals = sum(isinstance(e, ApprovalDecided) and e.decision.verdict == "approve" for e in lab.events()["m"])
-    out.seconds = time.monotonic() - t0
-    return out
+    return Outcome(
+        fired=played.fired,
+        story=played.story,
+        integrity=played.integrity,
+        verdict=judge(lab, {"m": played.story}, expected),
+        target_runs=sum(r["tool"] == TARGETS[cell.kind][0] for r in rows),
+        refund_runs=sum(r["tool"] == "refund" for r in rows),
+        approvals=sum(isinstance(e, ApprovalDecided) and e.decision.verdict == "approve" for e in lab.events()["m"]),
+        seconds=time.monotonic() - t0,
+    )
 
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    root = tmp_path_factory.mktemp("matrix")
-    plans = {json_key(c.plan): c.plan for c in CELLS}
-    refs = {key: reference({"m": plan}, root / f"ref-{i}") for i, (key, plan) in enumerate(plans.items())}
-    zygotes: queue.Queue[Zygote] = queue.Queue()
-    for _ in range(THREADS):
-        zygotes.put(Zygote())
-    try:
-        with ThreadPoolExecutor(max_workers=THREADS) as pool:
-            futures = {c.id: pool.submit(play, c, root / c.id, refs[json_key(c.plan)], zygotes) for c in CELLS}
-            return {cid: f.result() for cid, f in futures.items()}
-    finally:
-        while not zygotes.empty():
-            zygotes.get().close()
-
-
-def json_key(plan: Plan) -> str:
-    import json
-
-    return json.dumps(plan, sort_keys=True)
+    return play_matrix(CELLS, tmp_path_factory.mktemp("matrix"), play, THREADS)
 
 
 def params() -> list[Any]:

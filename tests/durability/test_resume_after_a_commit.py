@@ -3,8 +3,12 @@
 Fixed (regression tests): an approval taken for a retry of an interrupted
 ``once`` call, a retry decision that outlived its attempt, edited arguments
 lost on a re-run, a committed final answer or terminal tool result that
-resuming ignored (asking the model again). The last test pins documented
-behaviour, not a bug.
+resuming ignored (asking the model again); in run trees (issue 11, found by the
+nested crash matrix), a parent that could not be loaded once it had re-entered
+its delegating call, a child that finished just before its parent was killed,
+and a tree approved in its state with a store.
+``test_a_crash_that_splits_a_turn_keeps_results_in_commit_order`` pins
+documented behaviour, not a bug.
 
 The "crash" here is :class:`tether.testing.CrashingStore`, a store that
 commits an event and then raises, the in-process equivalent of ``TETHER_CRASH_AT`` at the point after that commit
@@ -20,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tether import Action, Agent, FunctionPolicy, RunState, tool
+from tether import Action, Agent, FunctionPolicy, RunState, record_decisions, tool
 from tether.stores.memory import MemoryStore
 from tether.testing import CrashingStore, SimulatedCrash
 
@@ -159,3 +163,58 @@ async def test_a_crash_that_splits_a_turn_keeps_results_in_commit_order() -> Non
     assert results(reference.context) == ["slow 1", "fast 2"]
     assert results(done.context) == ["fast 2", "slow 1"]
     assert done.status == "finished"
+
+
+# -- runs inside runs: a child run (an agent used as a tool) and its parent --------
+
+
+def desk(store: Any, effects: list[str], *, approval: bool = False) -> Agent:
+    """``support`` delegates to ``billing``, whose one call is a ``once`` send (gated with ``approval``)."""
+
+    @tool(effect="once", approval=approval)
+    def send(to: str) -> str:
+        """Send a message."""
+        effects.append(to)
+        return f"sent to {to}"
+
+    def support(context: Any, tools: Any) -> Any:
+        done = [m for m in context if m.role == "tool"]
+        return f"support: {done[-1].content}" if done else Action("billing", {"task": "tell ann"})
+
+    billing = Agent(one_call_brain("send", {"to": "ann"}), [send], name="billing")
+    return Agent(FunctionPolicy(support), [billing.as_tool()], name="support", store=store)
+
+
+async def test_a_child_that_finished_before_the_crash_settles_its_parent_call_from_its_journal() -> None:
+    effects: list[str] = []
+    store = MemoryStore()
+    with pytest.raises(SimulatedCrash):  # the child's finished is committed, the parent never hears of it
+        await desk(CrashingStore(store, "finished"), effects).run("go", run_id="r")
+    done = await desk(store, effects).run(run_id="r")  # today: StateError, the child 'cannot be resumed'
+    assert (done.status, done.output) == ("finished", "support: done")
+    assert effects == ["ann"]
+    assert [e.kind for e in await store.load("r/call_1_0")].count("run-started") == 1  # not run again
+
+
+async def test_a_parent_killed_after_it_resumed_its_delegating_call_can_be_resumed_again() -> None:
+    effects: list[str] = []
+    store = MemoryStore()
+    paused = await desk(store, effects, approval=True).run("go", run_id="r")
+    item = paused.pending[0]
+    await record_decisions(store, "r", lambda s: s.approve(item.id, by="ana"))
+    with pytest.raises(SimulatedCrash):  # the parent's second tool-started (it resumes the child) lands
+        await desk(CrashingStore(store, "tool-started"), effects, approval=True).run(run_id="r")
+    done = await desk(store, effects, approval=True).run(run_id="r")  # today: StateTampered
+    assert (done.status, done.output) == ("finished", "support: done")
+    assert effects == ["ann"]
+    assert sorted(i.run_id for i in await store.list_runs()) == ["r", "r/call_1_0"]
+
+
+async def test_a_tree_approved_in_its_state_resumes_with_a_store() -> None:
+    effects: list[str] = []
+    store = MemoryStore()
+    paused = await desk(store, effects, approval=True).run("go", run_id="r")
+    approved = paused.state.approve(paused.pending[0].id, by="ana")
+    done = await desk(store, effects, approval=True).run(approved)  # on ef657f7: StateTampered (the child)
+    assert (done.status, done.output) == ("finished", "support: done")
+    assert effects == ["ann"]

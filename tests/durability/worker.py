@@ -3,12 +3,18 @@
     python tests/durability/worker.py --store URL --oracle FILE --plans FILE
         [--run-id ID ...] [--resume] [--approve-all]
         [--model-delay S] [--tool-delay S] [--stall S] [--barrier DIR --parties N] [--lease-ttl S]
+        [--kill-after KIND:NTH]
 
 Each run follows a *plan* (a list of turns, each a list of ``[tool, args]``)
 written into its task message. The brain (a :class:`~tether.FunctionPolicy`)
 decides from the context alone: the turn to play is the number of assistant
 messages so far. So a worker started again after a kill continues the same
 plan, with the same call ids.
+
+A plan may delegate: ``["delegate", {"plan": PLAN}]`` calls the ``delegate``
+tool, the next agent down used as a tool (``durable`` -> ``child`` ->
+``grandchild``, each with the same four tools), so the call runs as a child
+run ``<run id>/<call id>`` whose task carries ``PLAN`` and its own run id.
 
 Every tool execution and every model request is appended to the *oracle*, a
 file outside the store opened with ``O_APPEND`` and fsynced before the tool
@@ -21,6 +27,8 @@ of them. It prints ``ready`` once the store is open and one JSON line per run
 when that run stops (finished, paused, needs-decision, or ``lease-conflict``).
 ``TETHER_CRASH_AT`` (see :mod:`tether._crash`) makes it kill itself at a named
 point; the tools pass the ``mid_tool`` point after their effect is recorded.
+``--kill-after KIND:NTH`` kills it right after the store took the nth event of
+that kind (any run of the tree), for commits no named point follows.
 
 The module is also imported by the tests, to build the same agent in-process
 for un-killed reference runs.
@@ -33,6 +41,7 @@ import asyncio
 import json
 import os
 import random
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,7 +49,6 @@ from typing import Any
 
 import tether
 from tether import (
-    Action,
     Agent,
     Context,
     Event,
@@ -50,18 +58,19 @@ from tether import (
     Paused,
     RunState,
     Tool,
+    ToolCall,
     ToolStarted,
-    state_of,
     tool,
 )
 from tether._crash import crash_point
 from tether.agent import RunResult
 from tether.policy import Move
-from tether.store import Lease
+from tether.store import Lease, load_tree
 from tether.stores import RunStore
 
-Plan = list[list[list[Any]]]  # turns -> calls -> [tool name, args]
+Plan = list[list[list[Any]]]  # turns -> calls -> [tool name, args]; ["delegate", {"plan": Plan}] delegates
 FINAL = "done"
+LEVELS = ("durable", "child", "grandchild")  # the agents of a tree, each delegating to the next
 
 
 class Oracle:
@@ -98,8 +107,30 @@ def task_text(run_id: str, plan: Plan) -> str:
 
 def read_task(context: Context) -> tuple[str, Plan]:
     first = next(m for m in context if m.role == "user")
-    head, _, body = first.content.partition("\nplan ")
+    return parse_task(first.content)
+
+
+def parse_task(text: str) -> tuple[str, Plan]:
+    head, _, body = text.partition("\nplan ")
     return head.removeprefix("run "), json.loads(body)
+
+
+def child_plans(plan: Plan, run_id: str) -> dict[str, Plan]:
+    """The plans of the child runs ``plan`` delegates to, by child run id, all the way down.
+
+    Call ids are the brain's (``call_<len(context)>_<i>``); a run's context grows by one
+    reply and its results per turn, after the task (no system message here).
+    """
+    out: dict[str, Plan] = {}
+    size = 1
+    for calls in plan:
+        for i, (name, args) in enumerate(calls):
+            if name == "delegate":
+                child = f"{run_id}/call_{size}_{i}"
+                out[child] = args["plan"]
+                out.update(child_plans(args["plan"], child))
+        size += 1 + len(calls)
+    return out
 
 
 def make_brain(oracle: Oracle, delay: float = 0.0) -> FunctionPolicy:
@@ -113,8 +144,13 @@ def make_brain(oracle: Oracle, delay: float = 0.0) -> FunctionPolicy:
             await asyncio.sleep(random.uniform(0, 2 * delay))
         await oracle.awrite(ev="reply", run=run_id, turn=turn)
         if turn < len(plan):
-            return [Action(name, args) for name, args in plan[turn]]
+            return [call(run_id, f"call_{len(context)}_{i}", name, args) for i, (name, args) in enumerate(plan[turn])]
         return f"{FINAL}: {sum(len(t) for t in plan)} calls in {len(plan)} turns"
+
+    def call(run_id: str, call_id: str, name: str, args: dict[str, Any]) -> ToolCall:
+        if name == "delegate":  # the child's task names its run id, so its brain and oracle rows know it
+            args = {"task": task_text(f"{run_id}/{call_id}", args["plan"])}
+        return ToolCall.of(name, args, id=call_id)
 
     return FunctionPolicy(brain)
 
@@ -180,7 +216,7 @@ def make_tools(oracle: Oracle, ledger: Ledger, delay: float = 0.0, stall: float 
     return [lookup, put, send, refund]
 
 
-EFFECTS = {"lookup": "none", "put": "idempotent", "send": "once", "refund": "once"}
+EFFECTS = {"lookup": "none", "put": "idempotent", "send": "once", "refund": "once", "delegate": "idempotent"}
 
 
 class TrackedStore:
@@ -190,15 +226,24 @@ class TrackedStore:
     ``parties`` workers have reached it, so racing workers really race for it.
     """
 
-    def __init__(self, inner: RunStore, ledger: Ledger, barrier: Path | None = None, parties: int = 2) -> None:
+    def __init__(
+        self, inner: RunStore, ledger: Ledger, barrier: Path | None = None, parties: int = 2, kill_after: str = ""
+    ) -> None:
         self.inner, self.ledger, self.barrier, self.parties = inner, ledger, barrier, parties
         self._waited: set[tuple[str, str]] = set()
+        kind, _, nth = kill_after.partition(":")
+        self._kill_kind, self._kill_left = kind, int(nth or 1)
 
     async def append(
         self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
     ) -> int:
         seq = await self.inner.append(run_id, events, expected_seq=expected_seq, lease=lease)
         self.ledger.note(run_id, events)
+        for ev in events:
+            if ev.kind == self._kill_kind:
+                self._kill_left -= 1
+                if self._kill_left == 0:  # committed, and the process dies before anyone hears of it
+                    os.kill(os.getpid(), signal.SIGKILL)
         return seq
 
     async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
@@ -228,7 +273,12 @@ def build_agent(
 ) -> Agent:  # fmt: skip
     tools = make_tools(oracle, ledger, tool_delay, stall)
     brain = make_brain(oracle, model_delay)
-    return Agent(brain, tools, store=store, name="durable", max_steps=50, lease_ttl=lease_ttl)
+    below: list[Tool] = []
+    for name in reversed(LEVELS):  # grandchild first: each level delegates to the one below it
+        agent = Agent(brain, [*tools, *below], store=store if name == LEVELS[0] else None, name=name,
+                      max_steps=50, lease_ttl=lease_ttl)  # fmt: skip
+        below = [agent.as_tool(name="delegate", description=f"Hand a plan to the {name} agent.")]
+    return agent
 
 
 # -- driving one run -------------------------------------------------------------
@@ -239,19 +289,19 @@ def last_pause(events: list[Event]) -> Paused | None:
 
 
 async def approve_all(agent: Agent, state: RunState) -> RunResult:
-    """Approve every call waiting for approval, in this process (fires after_approval_commit)."""
-    for p in state.pending:
-        if p.status == "awaiting-approval" and state.decision(p.call.id) is None:
-            state = state.approve(p.call.id, by="worker")
+    """Approve every item of the tree waiting for approval, in this process (fires after_approval_commit)."""
+    for p in state.items():
+        if p.status == "awaiting-approval" and state.decision(p.id) is None:
+            state = state.approve(p.id, by="worker")
     return await agent.run(state)
 
 
 async def resume_paused(agent: Agent, store: RunStore, run_id: str, approve: bool) -> RunResult | None:
-    """Continue a paused run if every call it waits for is decided (or we may approve)."""
+    """Continue a paused run if every item of its tree it waits for is decided (or we may approve)."""
     events = await store.load(run_id)
-    state, pause = state_of(events), last_pause(events)
-    waiting = [p for p in state.pending if pause and p.call.id in pause.call_ids]
-    undecided = [p for p in waiting if state.decision(p.call.id) is None]
+    state, pause = await load_tree(store, run_id), last_pause(events)
+    waiting = [p for p in state.items() if pause and p.id in pause.call_ids]
+    undecided = [p for p in waiting if state.decision(p.id) is None]
     if not undecided:
         return await agent.run(run_id=run_id)
     if approve and all(p.status == "awaiting-approval" for p in undecided):
@@ -289,15 +339,16 @@ async def drive_reported(agent: Agent, store: RunStore, run_id: str, plan: Plan,
 async def record_decisions(store: RunStore, run_id: str, rules: dict[str, str]) -> RunState:
     """What a human does from another process: decide on a paused run (``tether.record_decisions``).
 
-    ``rules`` maps a call *status* to the verdict for its undecided calls, e.g.
-    ``{"started": "skip", "awaiting-approval": "approve"}``; returns the state decided on.
+    ``rules`` maps a call *status* to the verdict for its undecided calls (in child runs
+    too, addressed by path), e.g. ``{"started": "skip", "awaiting-approval": "approve"}``;
+    returns the state decided on.
     """
 
     def decide(state: RunState) -> RunState:
-        for p in state.pending:
+        for p in state.items():
             verdict = rules.get(p.status)
-            if verdict is not None and state.decision(p.call.id) is None:
-                state = getattr(state, verdict)(p.call.id, by="test")
+            if verdict is not None and state.decision(p.id) is None:
+                state = getattr(state, verdict)(p.id, by="test")
         return state
 
     return await tether.record_decisions(store, run_id, decide)
@@ -313,7 +364,7 @@ async def main_async(args: argparse.Namespace) -> int:
     run_ids = args.run_id or list(plans)
     oracle, ledger = Oracle(args.oracle), Ledger()
     barrier = Path(args.barrier) if args.barrier else None
-    store = TrackedStore(open_store(args.store), ledger, barrier, args.parties)
+    store = TrackedStore(open_store(args.store), ledger, barrier, args.parties, args.kill_after)
     if not args.resume and any([await store.get(r) for r in run_ids]):
         print("some runs already exist; pass --resume to continue them", file=sys.stderr)
         return 2
@@ -344,6 +395,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--barrier", help="directory for the load barrier of racing workers")
     p.add_argument("--parties", type=int, default=2)
     p.add_argument("--lease-ttl", type=float, default=30.0, help="seconds a run's lease lasts unless renewed")
+    p.add_argument("--kill-after", default="", help="KIND:NTH: SIGKILL right after the nth commit of that kind")
     return p.parse_args(argv)
 
 

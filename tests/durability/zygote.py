@@ -1,9 +1,9 @@
 """A fork server for the crash matrix: import tether once, fork one worker process per request.
 
-Starting a Python worker costs about 0.3 s (mostly imports); the crash matrix
-starts some 150 of them. This server imports :mod:`worker` once and forks a
-child per request instead. Each child is a real, separate process: it reopens
-the store, reads ``TETHER_CRASH_AT`` again (the hook reads it at import, so
+Starting a Python worker costs about 0.3 s (mostly imports); the crash matrices
+start several hundred of them. This server imports :mod:`worker` (and what
+building its agents imports) once and forks a child per request instead. Each
+child is a real, separate process: it reopens the store, reads ``TETHER_CRASH_AT`` again (the hook reads it at import, so
 the child reloads :mod:`tether._crash` after setting it) and, at the point,
 SIGKILLs itself exactly as a freshly started worker would.
 
@@ -52,7 +52,16 @@ def child(request: dict[str, Any]) -> None:
         os._exit(code)
 
 
+def warm_up() -> None:
+    """Import what every worker needs before the first fork: the SQLite store, and pydantic
+    (imported when the first tool's schema is built, ~0.3 s a worker otherwise)."""
+    import tether.stores.sqlite  # noqa: F401
+
+    worker.build_agent(None, worker.Oracle(os.devnull), worker.Ledger())
+
+
 def serve() -> None:
+    warm_up()
     for line in sys.stdin:
         request = json.loads(line)
         pid = os.fork()
