@@ -22,7 +22,8 @@ import pytest
 
 import tether
 from tether.toolkits import Sandbox, SandboxLimits
-from tether.toolkits._sandbox import MiB, _cgroup_bases
+from tether.toolkits._sandbox import MiB
+from tether.toolkits._sandbox.cgroups import cgroup_bases as _cgroup_bases
 
 pytestmark = pytest.mark.sandbox
 

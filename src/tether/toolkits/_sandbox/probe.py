@@ -1,0 +1,97 @@
+"""Is there a working sandbox here? Find bubblewrap, check its options, run it once for real.
+
+The probe runs a real sandbox once per bubblewrap binary (the answer is cached)
+and checks that it starts, has no capabilities and cannot write ``/``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from .limits import SandboxLimits, helper
+from .mounts import Bwrap, bwrap_argv
+from .seccomp import fds, seccomp_fd
+
+__all__ = ["INSTALL_HINT", "find_bwrap", "probe_sandbox"]
+
+INSTALL_HINT = (
+    "install it with `apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap` "
+    "(Fedora), or pass unsafe_no_sandbox=True to run commands on the host without isolation"
+)
+_REQUIRED_OPTIONS = (
+    "--unshare-all",
+    "--cap-drop",
+    "--die-with-parent",
+    "--new-session",
+    "--clearenv",
+)
+
+
+def probe_sandbox(bwrap: str = "bwrap") -> str | None:
+    """Why sandboxed commands cannot run here, or None when they can.
+
+    The probe runs a real sandbox once per bubblewrap binary and checks that it
+    starts, has no capabilities and cannot write ``/``.
+
+    >>> probe_sandbox("/nonexistent/bwrap")  # doctest: +ELLIPSIS
+    "bubblewrap not found at '/nonexistent/bwrap'; install it with ..."
+    """
+    found = find_bwrap(bwrap)
+    return found if isinstance(found, str) else None
+
+
+def find_bwrap(bwrap: str) -> Bwrap | str:
+    """A working bubblewrap named ``bwrap``, or the reason there is none."""
+    path = shutil.which(bwrap)
+    if path is None:
+        where = f"at {bwrap!r}" if "/" in bwrap else f"on PATH (looked for {bwrap!r})"
+        return f"bubblewrap not found {where}; {INSTALL_HINT}"
+    return _probe(os.path.realpath(path))
+
+
+@functools.cache
+def _probe(path: str) -> Bwrap | str:
+    """A working bubblewrap at ``path``, or the reason there is none (cached per path)."""
+    if missing := [name for name in ("setpriv", "bash") if not helper(name)]:
+        return f"{' and '.join(missing)} not found; install util-linux and bash"
+    try:
+        help_text = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10, env={}).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"cannot run bubblewrap at {path!r}: {exc}; {INSTALL_HINT}"
+    options = frozenset(re.findall(r"--[a-z][a-z0-9-]*", help_text))
+    if missing := [o for o in _REQUIRED_OPTIONS if o not in options]:
+        return f"bubblewrap at {path!r} is too old (missing {', '.join(missing)}); {INSTALL_HINT}"
+    bwrap = Bwrap(path, options)
+    check = r'grep -Eq "^CapEff:[[:space:]]*0+$" /proc/self/status && ! touch /probe 2>/dev/null'
+    with tempfile.TemporaryDirectory(prefix="tether-probe-") as ws:
+        seccomp = seccomp_fd(bwrap.options)
+        prefix = bwrap_argv(
+            bwrap,
+            os.path.realpath(ws),
+            network=False,
+            read_only_paths=(),
+            tmp_size=SandboxLimits().tmp_size,
+            seccomp_fd=seccomp,
+        )
+        try:
+            done = subprocess.run(
+                [*prefix, "sh", "-c", check], capture_output=True, text=True, timeout=10, env={}, pass_fds=fds(seccomp)
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"bubblewrap at {path!r} failed its probe: {exc}"
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
+    if done.returncode != 0:
+        detail = done.stderr.strip()[:300] or f"exit status {done.returncode}"
+        return (
+            f"bubblewrap at {path!r} failed its probe ({detail}); the sandbox needs user "
+            "namespaces (sysctl user.max_user_namespaces > 0, and on Ubuntu "
+            "kernel.apparmor_restrict_unprivileged_userns=0)"
+        )
+    return bwrap
