@@ -1,0 +1,163 @@
+"""The file tools against what a sandboxed command can leave behind (issue 9, items 3, 4 and 6).
+
+Nested ``.git`` directories, FIFOs and sockets, names at the filesystem's length
+limit, and files with set-id bits: the tools refuse at once, or work, but never
+hang and never write where a later host ``git`` would read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import stat
+from collections.abc import Awaitable
+from pathlib import Path
+
+import pytest
+
+from tether.toolkits import PathRefused, file_tools
+from tether.tools import Invocation, Tool
+
+CALL = Invocation(run_id="run_1", call_id="call_1", tool_name="test")
+
+
+@pytest.fixture
+def tools(workspace: Path) -> dict[str, Tool]:
+    return {t.name: t for t in file_tools(str(workspace))}
+
+
+async def call(tool: Tool, **args: object) -> str:
+    result = await tool.invoke(tool.validate(dict(args)), CALL)
+    assert isinstance(result, str)
+    return result
+
+
+@pytest.fixture
+def vendored(workspace: Path) -> Path:
+    """A nested repository, as `git clone` into a subfolder leaves it."""
+    repo = workspace / "vendored"
+    (repo / ".git" / "hooks").mkdir(parents=True)
+    (repo / ".git" / "config").write_text("[core]\n")
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / ".git").write_text("gitdir: ../.git/modules/sub\n")
+    return repo
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "vendored/.git/hooks/pre-commit",
+        "vendored/.git/config",
+        "sub/.git",  # a .git file: pointing it elsewhere makes git read another config
+        "new/.git/config",  # creating a repository is a write to a .git too
+        "deep/er/.git",
+        "vendored/.GIT/config",  # what a case-insensitive filesystem would make of it
+    ],
+)
+async def test_write_file_refuses_every_git_directory_not_only_the_top_one(
+    tools: dict[str, Tool], vendored: Path, workspace: Path, path: str
+) -> None:
+    with pytest.raises(PathRefused, match="read-only"):
+        await call(tools["write_file"], path=path, content="#!/bin/sh\ntouch /tmp/pwned\n")
+    assert not (vendored / ".git" / "hooks" / "pre-commit").exists()
+    assert (vendored / ".git" / "config").read_text() == "[core]\n"
+    assert (workspace / "sub" / ".git").read_text() == "gitdir: ../.git/modules/sub\n"
+    assert not (workspace / "new").exists() and not (workspace / "deep").exists()
+
+
+async def test_edit_file_refuses_a_nested_git_config(tools: dict[str, Tool], vendored: Path) -> None:
+    with pytest.raises(PathRefused, match="read-only"):
+        await call(tools["edit_file"], path="vendored/.git/config", old="[core]\n", new="[core]\nfsmonitor = x\n")
+    assert (vendored / ".git" / "config").read_text() == "[core]\n"
+
+
+async def test_a_symlink_into_a_nested_git_is_refused_too(
+    tools: dict[str, Tool], vendored: Path, workspace: Path
+) -> None:
+    (workspace / "hooks").symlink_to("vendored/.git/hooks")
+    with pytest.raises(PathRefused, match="read-only"):
+        await call(tools["write_file"], path="hooks/post-checkout", content="pwned")
+    assert list((vendored / ".git" / "hooks").iterdir()) == []
+
+
+async def test_nested_git_stays_readable(tools: dict[str, Tool], vendored: Path) -> None:
+    assert await call(tools["read_file"], path="vendored/.git/config") == "[core]\n"
+
+
+def release_fifos(directory: Path) -> None:
+    """Open the other end of every FIFO here, so a tool blocked on one returns."""
+    for path in directory.iterdir():
+        if stat.S_ISFIFO(path.lstat().st_mode):
+            for flags in (os.O_RDONLY | os.O_NONBLOCK, os.O_WRONLY | os.O_NONBLOCK):
+                with contextlib.suppress(OSError):
+                    os.close(os.open(path, flags))
+
+
+async def promptly(workspace: Path, work: Awaitable[str]) -> str:
+    """``work``'s result, or its refusal; fails (without hanging) when it blocks for 5 s."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait([task], timeout=5)
+    if not done:
+        release_fifos(workspace)
+        await asyncio.wait([task], timeout=5)
+        pytest.fail("blocked on a FIFO")
+    try:
+        return task.result()
+    except PathRefused as exc:
+        return f"refused: {exc}"
+
+
+async def test_fifos_are_refused_at_once_never_opened_blocking(tools: dict[str, Tool], workspace: Path) -> None:
+    os.mkfifo(workspace / "fifo")
+    os.mkfifo(workspace / "fifo2")
+    reply = await promptly(workspace, call(tools["read_file"], path="fifo"))
+    assert reply == "refused: 'fifo' is not a regular file (a FIFO)"
+    reply = await promptly(workspace, call(tools["write_file"], path="fifo2", content="data"))
+    assert reply == "refused: 'fifo2' exists and is not a regular file (a FIFO)"
+    reply = await promptly(workspace, call(tools["edit_file"], path="fifo", old="a", new="b"))
+    assert reply == "refused: 'fifo' is not a regular file (a FIFO)"
+    assert stat.S_ISFIFO((workspace / "fifo2").lstat().st_mode)
+
+
+async def test_sockets_are_refused(tools: dict[str, Tool], workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = socket.socket(socket.AF_UNIX)
+    monkeypatch.chdir(workspace)  # a socket's path must fit in 108 bytes
+    try:
+        server.bind("sock")
+        reply = await promptly(workspace, call(tools["read_file"], path="sock"))
+        assert reply == "refused: 'sock' is not a regular file (a socket)"
+        reply = await promptly(workspace, call(tools["write_file"], path="sock", content="x"))
+        assert reply == "refused: 'sock' exists and is not a regular file (a socket)"
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("length", [200, 240, 250, 255])
+async def test_any_name_the_filesystem_accepts_can_be_written(
+    tools: dict[str, Tool], workspace: Path, length: int
+) -> None:
+    name = "n" * (length - 3) + ".md"
+    reply = await call(tools["write_file"], path=f"docs/{name}", content="long\n")
+    assert reply == f"created 'docs/{name}' (5 bytes)"
+    assert await call(tools["write_file"], path=f"docs/{name}", content="longer\n") == (
+        f"replaced 'docs/{name}' (7 bytes)"
+    )
+    assert (workspace / "docs" / name).read_text() == "longer\n"
+    assert [p.name for p in (workspace / "docs").iterdir()] == [name]  # no temporary file left
+
+
+async def test_rewriting_a_set_id_file_drops_the_set_id_bits(tools: dict[str, Tool], workspace: Path) -> None:
+    """The file tools run on the host as the operator: new contents never inherit setuid."""
+    target = workspace / "helper"
+    target.write_text("old\n")
+    target.chmod(0o6755)
+    await call(tools["write_file"], path="helper", content="#!/bin/sh\nid\n")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+
+
+async def test_find_files_does_not_search_nested_git(tools: dict[str, Tool], vendored: Path) -> None:
+    (vendored / "lib.py").write_text("x = 1\n")
+    (vendored / ".git" / "hooks" / "hook.py").write_text("")
+    assert await call(tools["find_files"], pattern="**/*.py") == "1 file match '**/*.py': vendored/lib.py"
