@@ -8,7 +8,9 @@ so a CI machine without it cannot pass by accident. Deselect them with
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +31,19 @@ def workspace(tmp_path: Path) -> Path:
     (ws / ".tether" / "hmac.key").write_text("canary-hmac-key-3f9a\n")
     (ws / "hello.txt").write_text("hello\nworld\n")
     return ws
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A temporary directory every user may enter (pytest's own are root-only).
+
+    A root tether runs bubblewrap and the sandbox as an unprivileged uid, so what
+    they must reach from the host side lives here.
+    """
+    path = Path(tempfile.mkdtemp(prefix="tether-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
 
 
 @pytest.fixture

@@ -7,16 +7,17 @@ hang and never write where a later host ``git`` would read.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import json
 import os
 import socket
 import stat
-from collections.abc import Awaitable
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+import tether
 from tether.toolkits import PathRefused, file_tools
 from tether.tools import Invocation, Tool
 
@@ -86,49 +87,50 @@ async def test_nested_git_stays_readable(tools: dict[str, Tool], vendored: Path)
     assert await call(tools["read_file"], path="vendored/.git/config") == "[core]\n"
 
 
-def release_fifos(directory: Path) -> None:
-    """Open the other end of every FIFO here, so a tool blocked on one returns."""
-    for path in directory.iterdir():
-        if stat.S_ISFIFO(path.lstat().st_mode):
-            for flags in (os.O_RDONLY | os.O_NONBLOCK, os.O_WRONLY | os.O_NONBLOCK):
-                with contextlib.suppress(OSError):
-                    os.close(os.open(path, flags))
+CHILD = """
+import asyncio, json, sys
+from tether.toolkits import PathRefused, file_tools
+from tether.tools import Invocation
+workspace, name, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+tool = {t.name: t for t in file_tools(workspace)}[name]
+try:
+    print(asyncio.run(tool.invoke(tool.validate(args), Invocation(run_id="r", call_id="c", tool_name=name))))
+except PathRefused as exc:
+    print(f"refused: {exc}")
+"""
 
 
-async def promptly(workspace: Path, work: Awaitable[str]) -> str:
-    """``work``'s result, or its refusal; fails (without hanging) when it blocks for 5 s."""
-    task = asyncio.ensure_future(work)
-    done, _ = await asyncio.wait([task], timeout=5)
-    if not done:
-        release_fifos(workspace)
-        await asyncio.wait([task], timeout=5)
-        pytest.fail("blocked on a FIFO")
+def promptly(workspace: Path, name: str, **args: object) -> str:
+    """A file tool's reply (or refusal) from a child process; fails, never hangs, if it blocks."""
+    src = str(Path(tether.__file__).parent.parent)
+    argv = [sys.executable, "-c", CHILD, str(workspace), name, json.dumps(args)]
     try:
-        return task.result()
-    except PathRefused as exc:
-        return f"refused: {exc}"
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20, env={**os.environ, "PYTHONPATH": src})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{name} blocked on {args['path']!r}")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.rstrip("\n")
 
 
-async def test_fifos_are_refused_at_once_never_opened_blocking(tools: dict[str, Tool], workspace: Path) -> None:
+def test_fifos_are_refused_at_once_never_opened_blocking(workspace: Path) -> None:
     os.mkfifo(workspace / "fifo")
     os.mkfifo(workspace / "fifo2")
-    reply = await promptly(workspace, call(tools["read_file"], path="fifo"))
-    assert reply == "refused: 'fifo' is not a regular file (a FIFO)"
-    reply = await promptly(workspace, call(tools["write_file"], path="fifo2", content="data"))
+    assert promptly(workspace, "read_file", path="fifo") == "refused: 'fifo' is not a regular file (a FIFO)"
+    reply = promptly(workspace, "write_file", path="fifo2", content="data")
     assert reply == "refused: 'fifo2' exists and is not a regular file (a FIFO)"
-    reply = await promptly(workspace, call(tools["edit_file"], path="fifo", old="a", new="b"))
+    reply = promptly(workspace, "edit_file", path="fifo", old="a", new="b")
     assert reply == "refused: 'fifo' is not a regular file (a FIFO)"
     assert stat.S_ISFIFO((workspace / "fifo2").lstat().st_mode)
 
 
-async def test_sockets_are_refused(tools: dict[str, Tool], workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sockets_are_refused(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     server = socket.socket(socket.AF_UNIX)
     monkeypatch.chdir(workspace)  # a socket's path must fit in 108 bytes
     try:
         server.bind("sock")
-        reply = await promptly(workspace, call(tools["read_file"], path="sock"))
+        reply = promptly(workspace, "read_file", path="sock")
         assert reply == "refused: 'sock' is not a regular file (a socket)"
-        reply = await promptly(workspace, call(tools["write_file"], path="sock", content="x"))
+        reply = promptly(workspace, "write_file", path="sock", content="x")
         assert reply == "refused: 'sock' exists and is not a regular file (a socket)"
     finally:
         server.close()

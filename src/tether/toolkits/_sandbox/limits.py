@@ -31,6 +31,9 @@ class SandboxLimits:
     ``memory`` caps each process's address space and, when a memory cgroup can be
     made, the whole sandbox. ``processes`` needs a writable pids cgroup (or a
     non-root user). ``output`` caps stdout and stderr separately.
+    ``disk_bytes`` and ``disk_inodes`` are the workspace's budget (its whole size,
+    ``.tether`` left out): a command does not start when the workspace is over it,
+    and is stopped when it goes over.
 
     >>> SandboxLimits(timeout=10.0, memory=256 * MiB).cpu_seconds
     30
@@ -44,6 +47,8 @@ class SandboxLimits:
     processes: int = 64
     output: int = 1 * MiB
     tmp_size: int = 64 * MiB
+    disk_bytes: int = 8 * 1024 * MiB
+    disk_inodes: int = 500_000
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:

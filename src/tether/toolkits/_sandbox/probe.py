@@ -1,7 +1,8 @@
 """Is there a working sandbox here? Find bubblewrap, check its options, run it once for real.
 
-The probe runs a real sandbox once per bubblewrap binary (the answer is cached)
-and checks that it starts, has no capabilities and cannot write ``/``.
+The probe runs a real sandbox once per bubblewrap binary (the answer is cached),
+as the real commands will run (the same uid, mounts and filter), and checks that
+it starts, has no capabilities, can write its workspace and cannot write ``/``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import shutil
 import subprocess
 import tempfile
 
-from .limits import SandboxLimits, helper
+from ...exceptions import SandboxUnavailable
+from .identity import SANDBOX_HOST_UID, sources
+from .limits import HELPER_PATH, SandboxLimits, helper
 from .mounts import Bwrap, bwrap_argv
 from .seccomp import fds, seccomp_fd
 
@@ -67,31 +70,55 @@ def _probe(path: str) -> Bwrap | str:
     if missing := [o for o in _REQUIRED_OPTIONS if o not in options]:
         return f"bubblewrap at {path!r} is too old (missing {', '.join(missing)}); {INSTALL_HINT}"
     bwrap = Bwrap(path, options)
-    check = r'grep -Eq "^CapEff:[[:space:]]*0+$" /proc/self/status && ! touch /probe 2>/dev/null'
-    with tempfile.TemporaryDirectory(prefix="tether-probe-") as ws:
+    with tempfile.TemporaryDirectory(prefix="tether-probe-") as tmp:
+        ws = os.path.realpath(tmp)
+        # No capabilities, its own user namespace, the workspace writable, the root not.
+        check = (
+            r'grep -Eq "^CapEff:[[:space:]]*0+$" /proc/self/status && '
+            f'[ "$(readlink /proc/self/ns/user)" != "{os.readlink("/proc/self/ns/user")}" ] && '
+            f'touch "{ws}/probe" && ! touch /probe 2>/dev/null'
+        )
+        try:
+            staged = sources(ws, (), pdeathsig=False)
+        except SandboxUnavailable as exc:
+            return str(exc)
         seccomp = seccomp_fd(bwrap.options)
-        prefix = bwrap_argv(
-            bwrap,
-            os.path.realpath(ws),
-            network=False,
-            read_only_paths=(),
-            tmp_size=SandboxLimits().tmp_size,
-            seccomp_fd=seccomp,
+        tmp_size = SandboxLimits().tmp_size
+        argv = bwrap_argv(
+            bwrap, ws, staged, network=False, read_only_paths=(), git_entries=(), tmp_size=tmp_size, seccomp_fd=seccomp
         )
         try:
             done = subprocess.run(
-                [*prefix, "sh", "-c", check], capture_output=True, text=True, timeout=10, env={}, pass_fds=fds(seccomp)
+                [*staged.prefix, *argv, "sh", "-c", check],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                env={"PATH": HELPER_PATH},
+                pass_fds=fds(seccomp),
             )
         except (OSError, subprocess.SubprocessError) as exc:
             return f"bubblewrap at {path!r} failed its probe: {exc}"
         finally:
             if seccomp is not None:
                 os.close(seccomp)
-    if done.returncode != 0:
-        detail = done.stderr.strip()[:300] or f"exit status {done.returncode}"
-        return (
-            f"bubblewrap at {path!r} failed its probe ({detail}); the sandbox needs user "
-            "namespaces (sysctl user.max_user_namespaces > 0, and on Ubuntu "
-            "kernel.apparmor_restrict_unprivileged_userns=0)"
-        )
-    return bwrap
+        if done.returncode == 0:
+            return bwrap if _owned_like(os.path.join(ws, "probe"), ws) else _FOREIGN_FILES
+    detail = done.stderr.strip()[:300] or f"exit status {done.returncode}"
+    remapped = f"; tether runs as root, so bubblewrap runs as uid {SANDBOX_HOST_UID} and must be executable by it"
+    return (
+        f"bubblewrap at {path!r} failed its probe ({detail}); the sandbox needs user "
+        "namespaces (sysctl user.max_user_namespaces > 0, and on Ubuntu "
+        f"kernel.apparmor_restrict_unprivileged_userns=0){remapped if staged.remapped else ''}"
+    )
+
+
+_FOREIGN_FILES = "the sandbox's probe wrote a file the workspace owner does not own; refusing to run commands"
+
+
+def _owned_like(path: str, workspace: str) -> bool:
+    """Whether the file a sandbox made belongs to the workspace's owner, as every file it makes must."""
+    try:
+        made, ws = os.stat(path), os.stat(workspace)
+    except OSError:
+        return False
+    return (made.st_uid, made.st_gid) == (ws.st_uid, ws.st_gid) and not made.st_mode & 0o6000

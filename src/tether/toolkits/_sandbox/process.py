@@ -11,11 +11,15 @@ import contextlib
 import os
 import signal
 from dataclasses import dataclass
+from typing import Any
 
 from .cgroups import Cgroup
 from .limits import MiB, SandboxLimits
+from .usage import DiskWatch
 
 __all__ = ["ExecResult", "supervise"]
+
+_DISK_POLL = 0.2  # seconds between two looks at the filesystem's free space
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,28 +74,32 @@ async def supervise(
     cgroup: Cgroup,
     limits: SandboxLimits,
     stdin: bytes | None,
+    watch: DiskWatch,
     *,
     sandboxed: bool,
 ) -> ExecResult:
-    """Feed ``proc``, capture its output, enforce the timeout, kill what is left, say what happened."""
+    """Feed ``proc``, capture its output, enforce the timeout and disk budget, kill what is left."""
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(limits.output), _Capture(limits.output)
-    tasks = [
+    tasks: list[asyncio.Future[Any]] = [
         asyncio.ensure_future(out.drain(proc.stdout)),
         asyncio.ensure_future(err.drain(proc.stderr)),
     ]
     if stdin is not None:
         tasks.append(asyncio.ensure_future(_feed(proc, stdin)))
+    exited, disk = asyncio.ensure_future(proc.wait()), asyncio.ensure_future(_watch_disk(watch))
+    tasks += [exited, disk]
     timed_out = False
     try:
         try:
             async with asyncio.timeout(limits.timeout):
-                await proc.wait()
+                await asyncio.wait([exited, disk], return_when=asyncio.FIRST_COMPLETED)
         except TimeoutError:
             timed_out = True
+        disk_reason = disk.result() if disk.done() else None
         # Whatever the command left running (background jobs, a fork bomb) dies with it.
         _kill_all(proc, cgroup)
-        await asyncio.wait(tasks, timeout=5.0)
+        await asyncio.wait(tasks[:-2], timeout=5.0)
         await proc.wait()
         for _ in range(200):
             if cgroup.kill():
@@ -99,10 +107,16 @@ async def supervise(
             await asyncio.sleep(0.01)
         oom_kills = cgroup.counter("memory.oom_control", "oom_kill") + cgroup.counter("memory.events", "oom_kill")
         pid_hits = cgroup.counter("pids.events", "max")
+        if disk_reason is None and watch.suspect():  # it ended over the budget: say so
+            disk_reason = await asyncio.to_thread(watch.verdict)
+            disk_reason = disk_reason and f"{disk_reason} (when the command ended)"
     finally:
         _kill_all(proc, cgroup)
         for task in tasks:
             task.cancel()
+        if proc.returncode is None:  # cancelled: reap it now, so its pipes close with this loop
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(_reap(proc)), 2.0)
         cgroup.remove()
     code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
     return ExecResult(
@@ -111,9 +125,25 @@ async def supervise(
         stderr=err.value(),
         truncated=bool(out.dropped or err.dropped),
         timed_out=timed_out,
-        killed_reason=_killed_reason(code, limits, timed_out, oom_kills, pid_hits),
+        killed_reason=disk_reason or _killed_reason(code, limits, timed_out, oom_kills, pid_hits),
         sandboxed=sandboxed,
     )
+
+
+async def _watch_disk(watch: DiskWatch) -> str:
+    """Return (and so stop the command) once the disk budget is spent or the filesystem nearly full."""
+    while True:
+        await asyncio.sleep(_DISK_POLL)
+        if reason := watch.low_space():
+            return reason
+        if watch.suspect() and (reason := await asyncio.to_thread(watch.verdict)):
+            return reason
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Wait for a killed process and drain its pipes to EOF, so their transports close."""
+    assert proc.stdout is not None and proc.stderr is not None
+    await asyncio.gather(proc.wait(), proc.stdout.read(), proc.stderr.read())
 
 
 async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:

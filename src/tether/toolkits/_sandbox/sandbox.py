@@ -1,9 +1,10 @@
 """The :class:`Sandbox` value and its ``run``: where and how one command runs.
 
-``run`` puts the parts together: a working bubblewrap (:mod:`.probe`), its command
-line (:mod:`.mounts`) and seccomp filter (:mod:`.seccomp`), the command's
-cgroups (:mod:`.cgroups`) and limits launcher (:mod:`.limits`), then watches the
-process to its end (:mod:`.process`).
+``run`` puts the parts together: a working bubblewrap (:mod:`.probe`), the
+workspace's size and ``.git`` entries (:mod:`.usage`), who the command is on the
+host (:mod:`.identity`), the bwrap command line (:mod:`.mounts`) and seccomp
+filter (:mod:`.seccomp`), the command's cgroups (:mod:`.cgroups`) and limits
+launcher (:mod:`.limits`), then watches the process to its end (:mod:`.process`).
 
 >>> Sandbox("/nonexistent/project")
 Traceback (most recent call last):
@@ -21,11 +22,13 @@ from dataclasses import dataclass, field
 
 from ...exceptions import SandboxUnavailable, UserError
 from .cgroups import Cgroup
+from .identity import Sources, sources
 from .limits import HELPER_PATH, SandboxLimits, launcher_argv
-from .mounts import SYSTEM_PATHS, bwrap_argv, is_within, scrubbed_env
+from .mounts import SYSTEM_PATHS, Bwrap, bwrap_argv, is_within, scrubbed_env
 from .probe import find_bwrap
 from .process import ExecResult, supervise
 from .seccomp import fds, seccomp_fd
+from .usage import DiskWatch, Usage, over_budget, scan
 
 __all__ = ["Sandbox", "UnsandboxedWarning"]
 
@@ -71,9 +74,15 @@ class Sandbox:
             )
 
     def check(self) -> None:
-        """Raise SandboxUnavailable unless commands can run (isolated, or unsafe by choice)."""
-        if not self.unsafe_no_sandbox and isinstance(reason := find_bwrap(self.bwrap), str):
-            raise SandboxUnavailable(reason)
+        """Raise SandboxUnavailable unless commands can run here (isolated, or unsafe by choice)."""
+        if not self.unsafe_no_sandbox:
+            self._sources(pdeathsig=False)
+
+    def _sources(self, *, pdeathsig: bool) -> tuple[Bwrap, Sources]:
+        """A working bubblewrap and where it finds what it mounts (blocking: the first call probes)."""
+        if isinstance(probe := find_bwrap(self.bwrap), str):
+            raise SandboxUnavailable(probe)
+        return probe, sources(self.workspace, self.read_only_paths, pdeathsig=pdeathsig)
 
     async def run(
         self,
@@ -82,30 +91,25 @@ class Sandbox:
         stdin: bytes | None = None,
         limits: SandboxLimits | None = None,
     ) -> ExecResult:
-        """Run ``argv`` in the workspace and return its result; never leaves processes behind."""
+        """Run ``argv`` in the workspace and return its result; never leaves processes behind.
+
+        A command does not start when the workspace is over its disk budget (the
+        result says why, with exit code -1).
+        """
         if not argv:
             raise UserError("Sandbox.run needs a non-empty argv")
         limits = limits or self.limits
-        seccomp: int | None = None
-        if self.unsafe_no_sandbox:
-            prefix: list[str] = []
-        else:
-            probe = await asyncio.to_thread(find_bwrap, self.bwrap)
-            if isinstance(probe, str):
-                raise SandboxUnavailable(probe)
-            seccomp = seccomp_fd(probe.options)
-            prefix = bwrap_argv(
-                probe,
-                self.workspace,
-                network=self.network,
-                read_only_paths=self.read_only_paths,
-                tmp_size=self.limits.tmp_size,
-                seccomp_fd=seccomp,
-            )
+        usage = await asyncio.to_thread(scan, self.workspace)
+        watch = DiskWatch(self.workspace, limits, usage)
+        if reason := over_budget(usage, limits) or watch.low_space():
+            sandboxed = not self.unsafe_no_sandbox
+            return ExecResult(-1, b"", b"", killed_reason=f"not started: {reason}", sandboxed=sandboxed)
         cgroup = Cgroup.create(limits)
+        seccomp: int | None = None
         # Only this process holds the write end; its death (even kill -9) closes it.
         alive_r, alive_w = os.pipe()
         try:
+            prefix, seccomp = await self._prefix(usage, watchdog=bool(cgroup.dirs))
             command = [*launcher_argv(cgroup.dirs, alive_r, limits), *prefix, *argv]
             proc = await asyncio.create_subprocess_exec(
                 *command,
@@ -125,6 +129,24 @@ class Sandbox:
             for fd in (alive_r, *fds(seccomp)):
                 os.close(fd)
         try:
-            return await supervise(proc, cgroup, limits, stdin, sandboxed=not self.unsafe_no_sandbox)
+            return await supervise(proc, cgroup, limits, stdin, watch, sandboxed=not self.unsafe_no_sandbox)
         finally:
             os.close(alive_w)
+
+    async def _prefix(self, usage: Usage, *, watchdog: bool) -> tuple[list[str], int | None]:
+        """The bubblewrap part of the command line, and the seccomp pipe it reads (none if unsafe)."""
+        if self.unsafe_no_sandbox:
+            return [], None
+        probe, staged = await asyncio.to_thread(self._sources, pdeathsig=not watchdog)
+        seccomp = seccomp_fd(probe.options)
+        argv = bwrap_argv(
+            probe,
+            self.workspace,
+            staged,
+            network=self.network,
+            read_only_paths=self.read_only_paths,
+            git_entries=usage.git_entries,
+            tmp_size=self.limits.tmp_size,
+            seccomp_fd=seccomp,
+        )
+        return [*staged.prefix, *argv], seccomp
