@@ -1,21 +1,22 @@
 """The mount holder: a small root helper that keeps a private mount namespace for the sandboxes.
 
-Run by tether (as root only) with ``python3 -I -S holder.py STAGE``. It
-leaves the host's mount namespace (host mounts still propagate in, nothing
-propagates out), mounts a tmpfs on the empty directory ``STAGE`` and then, on
-request, attaches there:
+Run by tether (as root only) with ``python3 -I -S holder.py STAGE``, its stdin a
+``SOCK_SEQPACKET`` socket. It leaves the host's mount namespace, mounts a tmpfs
+on the empty directory ``STAGE`` and then, on request, attaches there a mount
+tree that tether cloned in the host's namespace (``open_tree``) and passed along
+with the request (so mounts made on the host after the holder started count):
 
-* ``idmap SLOT PATH DISK_UID DISK_GID UID GID``: an idmapped view of ``PATH`` in
-  which what the disk says belongs to ``DISK_UID:DISK_GID`` belongs to
+* ``idmap SLOT DISK_UID DISK_GID UID GID`` + tree: first made an idmapped mount,
+  in which what the disk says belongs to ``DISK_UID:DISK_GID`` belongs to
   ``UID:GID``, and what ``UID:GID`` creates is written to disk as
   ``DISK_UID:DISK_GID``. The sandbox runs as the unprivileged ``UID`` and still
   owns the workspace; the operator still owns every file on disk.
-* ``bind SLOT PATH``: a plain view of ``PATH``, so that bubblewrap, running as
+* ``bind SLOT`` + tree: attached as it is, so that bubblewrap, running as
   ``UID``, reaches paths below directories only root may enter.
 
-Each request is one line on stdin; the answer is ``ok`` or ``err ERRNO MESSAGE``.
-The holder exits when stdin closes, which the kernel does when tether dies, even
-by ``kill -9``. (Not ``PR_SET_PDEATHSIG``: it fires when the *thread* that
+Each request is one message; the answer is ``ok`` or ``err ERRNO MESSAGE``. The
+holder exits when the socket closes, which the kernel does when tether dies,
+even by ``kill -9``. (Not ``PR_SET_PDEATHSIG``: it fires when the *thread* that
 started the holder ends, and tether starts it from a worker thread.) The
 namespace lives on while a sandbox still uses it. Standard library only, and no
 tether imports: it runs isolated (``-I -S``).
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import socket
 import sys
 from typing import Any
 
@@ -32,10 +34,10 @@ __all__ = ["main"]
 
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_SLAVE = 0x2, 0x4, 0x8, 0x4000, 0x80000
-OPEN_TREE_CLONE, AT_RECURSIVE, AT_EMPTY_PATH, AT_FDCWD = 0x1, 0x8000, 0x1000, -100
+AT_RECURSIVE, AT_EMPTY_PATH, AT_FDCWD = 0x8000, 0x1000, -100
 MOVE_MOUNT_F_EMPTY_PATH, MOUNT_ATTR_IDMAP = 0x4, 0x00100000
-# Syscall numbers for (x86_64, aarch64); the same on both, by the new mount API's design.
-SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
+# Syscall numbers, the same on x86_64 and aarch64 (the new mount API came after the split).
+SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 429, 442
 
 _libc: Any = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -96,11 +98,6 @@ def _attach(tree: int, stage: str, slot: str) -> None:
     _check(_libc.syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, target.encode(), MOVE_MOUNT_F_EMPTY_PATH), "move_mount")
 
 
-def _clone(path: str) -> int:
-    flags = OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC
-    return _check(_libc.syscall(SYS_OPEN_TREE, AT_FDCWD, path.encode(), flags), f"open_tree({path!r})")
-
-
 def _idmap(tree: int, userns: int) -> None:
     attr = _MountAttr(MOUNT_ATTR_IDMAP, 0, 0, userns)
     for flags in (AT_EMPTY_PATH | AT_RECURSIVE, AT_EMPTY_PATH):  # submounts may not support it
@@ -109,41 +106,53 @@ def _idmap(tree: int, userns: int) -> None:
     _check(-1, "mount_setattr(MOUNT_ATTR_IDMAP)")
 
 
-def _serve(stage: str, request: list[str], namespaces: dict[tuple[str, str], int]) -> None:
-    kind, slot, path, *ids = request
-    tree = _clone(path)
-    try:
-        if kind == "idmap":
-            disk_uid, disk_gid, uid, gid = ids
-            key = (f"{disk_uid} {uid} 1\n", f"{disk_gid} {gid} 1\n")
-            if key not in namespaces:
-                namespaces[key] = _user_namespace(*key)
-            _idmap(tree, namespaces[key])
-        elif kind != "bind":
-            raise OSError(0, f"unknown request {kind!r}")
-        _attach(tree, stage, slot)
-    finally:
-        os.close(tree)
+def _serve(stage: str, request: list[str], tree: int, namespaces: dict[tuple[str, str], int]) -> None:
+    kind, slot, *ids = request
+    if kind == "idmap":
+        disk_uid, disk_gid, uid, gid = ids
+        key = (f"{disk_uid} {uid} 1\n", f"{disk_gid} {gid} 1\n")
+        if key not in namespaces:
+            namespaces[key] = _user_namespace(*key)
+        _idmap(tree, namespaces[key])
+    elif kind != "bind":
+        raise OSError(0, f"unknown request {kind!r}")
+    _attach(tree, stage, slot)
+
+
+def _answer(channel: socket.socket, error: BaseException | None = None) -> None:
+    if error is None:
+        channel.send(b"ok")
+    else:
+        code, text = getattr(error, "errno", 0) or 0, getattr(error, "strerror", None) or str(error)
+        channel.send(f"err {code} {text}".encode())
 
 
 def main(argv: list[str]) -> int:
-    """Serve requests until stdin closes; see the module docstring for the protocol."""
+    """Serve requests until the socket closes; see the module docstring for the protocol."""
     stage = argv[1]
+    channel = socket.socket(fileno=0)
     try:
         _leave_host_namespace(stage)
     except OSError as exc:
-        print(f"err {exc.errno} {exc.strerror}", flush=True)
+        _answer(channel, exc)
         return 1
-    print("ok", flush=True)
+    _answer(channel)
     namespaces: dict[tuple[str, str], int] = {}
-    for line in sys.stdin:
+    while True:
+        message, fds, _, _ = socket.recv_fds(channel, 4096, 1)
+        if not message:
+            return 0
         try:
-            _serve(stage, line.rstrip("\n").split("\t"), namespaces)
+            if len(fds) != 1:
+                raise OSError(0, "a request needs exactly one mount tree")
+            _serve(stage, message.decode().split("\t"), fds[0], namespaces)
         except (OSError, ValueError) as exc:
-            print(f"err {getattr(exc, 'errno', 0) or 0} {getattr(exc, 'strerror', None) or exc}", flush=True)
+            _answer(channel, exc)
         else:
-            print("ok", flush=True)
-    return 0
+            _answer(channel)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import atexit
 import contextlib
 import os
 import re
-import select
+import socket
 import subprocess
 import sys
 import tempfile
@@ -84,7 +84,8 @@ class _Stage:
     """The holder process, its namespace, and what it has attached (this process's only one)."""
 
     directory: str
-    holder: subprocess.Popen[str]
+    holder: subprocess.Popen[bytes]
+    channel: socket.socket
     namespace_fd: int
     slots: dict[tuple[object, ...], str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -108,22 +109,26 @@ class _Stage:
         key = (kind, path, st.st_dev, st.st_ino, st.st_uid, st.st_gid)
         if key in self.slots:
             return self.slots[key]
-        if re.search(r"[\t\n]", path):
-            raise SandboxUnavailable(f"cannot stage {path!r} for the sandbox: its name has a tab or newline")
         slot = str(len(self.slots))
         ids = [str(st.st_uid), str(st.st_gid), str(SANDBOX_HOST_UID), str(SANDBOX_HOST_UID)]
-        self._ask("\t".join([kind, slot, path, *(ids if kind == "idmap" else [])]), path)
+        self._ask("\t".join([kind, slot, *(ids if kind == "idmap" else [])]), path)
         self.slots[key] = os.path.join(self.directory, slot)
         return self.slots[key]
 
     def _ask(self, request: str, path: str) -> None:
-        assert self.holder.stdin is not None
+        """Clone ``path``'s mount tree here, in the host's namespace, and have the holder attach it."""
         try:
-            self.holder.stdin.write(request + "\n")
-            self.holder.stdin.flush()
+            tree = _open_tree(path)
         except OSError as exc:
-            raise SandboxUnavailable(f"the sandbox's mount helper died: {exc}") from None
-        reply = _reply(self.holder)
+            reply = f"err {exc.errno} {exc.strerror}"
+        else:
+            try:
+                socket.send_fds(self.channel, [request.encode()], [tree])
+                reply = _reply(self.channel)
+            except OSError as exc:
+                reply = f"the sandbox's mount helper is gone ({exc})"
+            finally:
+                os.close(tree)
         if reply != "ok":
             raise SandboxUnavailable(
                 f"cannot give the sandbox an unprivileged view of {path!r} ({reply.removeprefix('err ')}); "
@@ -135,10 +140,7 @@ class _Stage:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.namespace_fd)
-        for pipe in (self.holder.stdin, self.holder.stdout):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
+        self.channel.close()  # the holder reads end-of-file and exits
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.holder.wait(timeout=2)
         with contextlib.suppress(OSError):
@@ -166,29 +168,46 @@ def _start() -> _Stage:
     _sweep_stale_stages()
     directory = tempfile.mkdtemp(prefix=f"{_STAGE_PREFIX}{os.getpid()}-", dir=_stage_parent())
     os.chmod(directory, 0o711)  # the sandbox uid must be able to pass through it
-    holder = subprocess.Popen(
-        [sys.executable, "-I", "-S", _HOLDER, directory],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,  # a Ctrl-C for tether's terminal is not for the holder
-    )
-    reply = _reply(holder)
-    if reply != "ok":
+    channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with theirs:
+        holder = subprocess.Popen(
+            [sys.executable, "-I", "-S", _HOLDER, directory],
+            stdin=theirs.fileno(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C for tether's terminal is not for the holder
+        )
+    channel.settimeout(_REPLY_SECONDS)
+    if (reply := _reply(channel)) != "ok":
+        channel.close()
         holder.kill()
         holder.wait()
         os.rmdir(directory)
         raise SandboxUnavailable(f"cannot start the sandbox's mount helper ({reply}); it needs CAP_SYS_ADMIN")
     namespace_fd = os.open(f"/proc/{holder.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-    return _Stage(directory, holder, namespace_fd)
+    return _Stage(directory, holder, channel, namespace_fd)
 
 
-def _reply(holder: subprocess.Popen[str]) -> str:
-    assert holder.stdout is not None
-    ready, _, _ = select.select([holder.stdout], [], [], _REPLY_SECONDS)
-    line = holder.stdout.readline() if ready else ""
-    return line.strip() or f"no answer (exit status {holder.poll()})"
+def _reply(channel: socket.socket) -> str:
+    try:
+        answer = channel.recv(4096).decode()
+    except TimeoutError:
+        return "no answer"
+    return answer or "no answer: it exited"
+
+
+def _open_tree(path: str) -> int:
+    """A detached clone of the mount tree at ``path`` (``open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)``)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    open_tree, clone, recursive, cwd = 428, 0x1, 0x8000, -100  # the same number on x86_64 and aarch64
+    fd = int(libc.syscall(open_tree, cwd, os.fsencode(path), clone | recursive | os.O_CLOEXEC))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"open_tree: {os.strerror(err)}")
+    return fd
 
 
 def _stage_parent() -> str:
