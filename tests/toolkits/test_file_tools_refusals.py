@@ -163,3 +163,18 @@ async def test_find_files_does_not_search_nested_git(tools: dict[str, Tool], ven
     (vendored / "lib.py").write_text("x = 1\n")
     (vendored / ".git" / "hooks" / "hook.py").write_text("")
     assert await call(tools["find_files"], pattern="**/*.py") == "1 file match '**/*.py': vendored/lib.py"
+
+
+async def test_what_a_root_tether_writes_belongs_to_the_workspace_owner(workspace: Path) -> None:
+    """So that the operator, and the sandbox acting as the workspace owner, can edit it."""
+    if os.geteuid() != 0:
+        pytest.skip("only root writes files for other users")
+    os.chown(workspace, 65534, 65534)
+    (workspace / "theirs.txt").write_text("old\n")
+    os.chown(workspace / "theirs.txt", 1234, 1234)
+    tools = {t.name: t for t in file_tools(str(workspace))}
+    await call(tools["write_file"], path="notes/new.md", content="new\n")
+    await call(tools["write_file"], path="theirs.txt", content="replaced\n")
+    owners = {p: ((workspace / p).stat().st_uid, (workspace / p).stat().st_gid) for p in ("notes", "notes/new.md")}
+    assert owners == {"notes": (65534, 65534), "notes/new.md": (65534, 65534)}
+    assert ((workspace / "theirs.txt").stat().st_uid, (workspace / "theirs.txt").read_text()) == (1234, "replaced\n")

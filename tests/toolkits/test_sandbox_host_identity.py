@@ -253,3 +253,19 @@ def _status(pid: str, key: str) -> str:
         if line.startswith(f"{key}:"):
             return line.split(":", 1)[1]
     return ""
+
+
+async def test_a_workspace_of_another_user_stays_theirs_through_both_kinds_of_tool(workspace: Path) -> None:
+    """Root runs tether on alice's project: the file tools and the sandbox both write as alice."""
+    if os.geteuid() != 0:
+        pytest.skip("only root works in other users' directories")
+    for path in (workspace, *workspace.rglob("*")):
+        os.lchown(path, 1234, 1234)
+    box = tools(workspace)
+    await call(box["write_file"], path="notes.md", content="one\n")
+    reply = await call(
+        box["shell"], command="echo two >> notes.md && mkdir -p out && echo three > out/new && cat notes.md"
+    )
+    assert reply == "one\ntwo", reply
+    for path in (workspace / "notes.md", workspace / "out", workspace / "out" / "new"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (1234, 1234), path

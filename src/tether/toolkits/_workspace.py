@@ -118,9 +118,11 @@ class Workspace:
         fd = os.open(self.root, _DIR_FLAGS)
         try:
             for part in parts[:-1]:
+                made = False
                 if create:
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o777, dir_fd=fd)
+                        made = True
                 try:
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
@@ -129,6 +131,8 @@ class Workspace:
                     raise PathRefused(_explain(rel, swapped)) from None
                 os.close(fd)
                 fd = child
+                if made:
+                    self._give_to_owner(fd, None)
             yield fd, parts[-1] if parts else "."
         finally:
             os.close(fd)
@@ -162,6 +166,7 @@ class Workspace:
             mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o644
             fd = os.open(tmp, flags, mode, dir_fd=parent)
             try:
+                self._give_to_owner(fd, old)
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
                     f.flush()
@@ -172,6 +177,15 @@ class Workspace:
                     os.unlink(tmp, dir_fd=parent)
                 raise
             return old is None
+
+    def _give_to_owner(self, fd: int, old: os.stat_result | None) -> None:
+        """Make what root wrote belong to whom it would otherwise: the replaced file's owner,
+        or the workspace's. (A non-root tether's files are its own, as they should be.)"""
+        if os.geteuid() != 0:
+            return
+        owner = old or os.stat(self.root)
+        if (owner.st_uid, owner.st_gid) != (0, 0):
+            os.fchown(fd, owner.st_uid, owner.st_gid)
 
     def list(self, path: str) -> list[DirEntry]:
         """The entries of a directory, sorted by name, hidden entries left out."""
