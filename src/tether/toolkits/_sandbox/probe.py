@@ -60,7 +60,7 @@ def find_bwrap(bwrap: str) -> Bwrap | str:
 @functools.cache
 def _probe(path: str) -> Bwrap | str:
     """A working bubblewrap at ``path``, or the reason there is none (cached per path)."""
-    if missing := [name for name in ("setpriv", "bash") if not helper(name)]:
+    if missing := [name for name in ("setpriv", "nsenter", "bash") if not helper(name)]:
         return f"{' and '.join(missing)} not found; install util-linux and bash"
     try:
         help_text = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10, env={}).stdout
@@ -71,42 +71,47 @@ def _probe(path: str) -> Bwrap | str:
         return f"bubblewrap at {path!r} is too old (missing {', '.join(missing)}); {INSTALL_HINT}"
     bwrap = Bwrap(path, options)
     with tempfile.TemporaryDirectory(prefix="tether-probe-") as tmp:
-        ws = os.path.realpath(tmp)
-        # No capabilities, its own user namespace, the workspace writable, the root not.
-        check = (
-            r'grep -Eq "^CapEff:[[:space:]]*0+$" /proc/self/status && '
-            f'[ "$(readlink /proc/self/ns/user)" != "{os.readlink("/proc/self/ns/user")}" ] && '
-            f'touch "{ws}/probe" && ! touch /probe 2>/dev/null'
+        failure = _run_once(bwrap, os.path.realpath(tmp))
+    return failure or bwrap
+
+
+def _run_once(bwrap: Bwrap, ws: str) -> str | None:
+    """Run one real sandbox in ``ws`` the way commands will run; why it failed, or None."""
+    try:
+        staged = sources(ws, (), pdeathsig=False)
+    except SandboxUnavailable as exc:
+        return str(exc)
+    # No capabilities, its own user namespace, the workspace writable, the root not.
+    check = (
+        r'grep -Eq "^CapEff:[[:space:]]*0+$" /proc/self/status && '
+        f'[ "$(readlink /proc/self/ns/user)" != "{os.readlink("/proc/self/ns/user")}" ] && '
+        f'touch "{ws}/probe" && ! touch /probe 2>/dev/null'
+    )
+    seccomp = seccomp_fd(bwrap.options)
+    tmp_size = SandboxLimits().tmp_size
+    argv = bwrap_argv(
+        bwrap, ws, staged, network=False, read_only_paths=(), git_entries=(), tmp_size=tmp_size, seccomp_fd=seccomp
+    )
+    try:
+        done = subprocess.run(
+            [*staged.prefix, *argv, "sh", "-c", check],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env={"PATH": HELPER_PATH},
+            pass_fds=fds(seccomp),
         )
-        try:
-            staged = sources(ws, (), pdeathsig=False)
-        except SandboxUnavailable as exc:
-            return str(exc)
-        seccomp = seccomp_fd(bwrap.options)
-        tmp_size = SandboxLimits().tmp_size
-        argv = bwrap_argv(
-            bwrap, ws, staged, network=False, read_only_paths=(), git_entries=(), tmp_size=tmp_size, seccomp_fd=seccomp
-        )
-        try:
-            done = subprocess.run(
-                [*staged.prefix, *argv, "sh", "-c", check],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                env={"PATH": HELPER_PATH},
-                pass_fds=fds(seccomp),
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            return f"bubblewrap at {path!r} failed its probe: {exc}"
-        finally:
-            if seccomp is not None:
-                os.close(seccomp)
-        if done.returncode == 0:
-            return bwrap if _owned_like(os.path.join(ws, "probe"), ws) else _FOREIGN_FILES
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap at {bwrap.path!r} failed its probe: {exc}"
+    finally:
+        if seccomp is not None:
+            os.close(seccomp)
+    if done.returncode == 0:
+        return None if _owned_like(os.path.join(ws, "probe"), ws) else _FOREIGN_FILES
     detail = done.stderr.strip()[:300] or f"exit status {done.returncode}"
     remapped = f"; tether runs as root, so bubblewrap runs as uid {SANDBOX_HOST_UID} and must be executable by it"
     return (
-        f"bubblewrap at {path!r} failed its probe ({detail}); the sandbox needs user "
+        f"bubblewrap at {bwrap.path!r} failed its probe ({detail}); the sandbox needs user "
         "namespaces (sysctl user.max_user_namespaces > 0, and on Ubuntu "
         f"kernel.apparmor_restrict_unprivileged_userns=0){remapped if staged.remapped else ''}"
     )
