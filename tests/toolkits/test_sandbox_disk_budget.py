@@ -50,7 +50,7 @@ async def test_a_command_making_too_many_files_is_stopped(workspace: Path) -> No
 async def test_a_command_that_ends_over_the_budget_is_flagged(workspace: Path) -> None:
     """Too fast to be stopped between two polls: the result still says so, and nothing runs next."""
     sandbox = Sandbox(str(workspace), limits=SandboxLimits(disk_bytes=4 * MiB))
-    result = await sandbox.run(["bash", "-c", "head -c 8388608 /dev/zero > big"])
+    result = await sandbox.run(["bash", "-c", "head -c 3145728 /dev/zero > a; head -c 3145728 /dev/zero > b"])
     assert result.killed_reason is not None
     assert result.killed_reason.startswith("disk budget:") and result.killed_reason.endswith("(when the command ended)")
     again = await sandbox.run(["bash", "-c", "touch ran"])
@@ -114,3 +114,21 @@ async def test_a_nearly_full_filesystem_starts_nothing(small_filesystem: Path) -
     assert result.exit_code == -1 and not (ws / "ran").exists()
     assert result.killed_reason is not None
     assert result.killed_reason.startswith("not started: the filesystem holding the workspace is nearly full")
+
+
+async def test_one_fast_file_cannot_fill_the_filesystem(small_filesystem: Path) -> None:
+    """Faster than any poll: no single file may grow past the room above the reserve."""
+    ws = small_filesystem
+    result = await Sandbox(str(ws)).run(["bash", "-c", "head -c 104857600 /dev/zero > big"])
+    assert result.killed_reason is not None
+    assert result.killed_reason.startswith("file size limit (") and "left of the disk" in result.killed_reason
+    free = os.statvfs(ws)
+    assert free.f_bavail * free.f_frsize >= 32 * MiB
+
+
+async def test_one_file_cannot_outgrow_the_budget(workspace: Path) -> None:
+    result = await Sandbox(str(workspace), limits=SandboxLimits(disk_bytes=4 * MiB)).run(
+        ["bash", "-c", "head -c 16777216 /dev/zero > big"]
+    )
+    assert result.killed_reason is not None and result.killed_reason.startswith("file size limit (")
+    assert (workspace / "big").stat().st_size <= 4 * MiB

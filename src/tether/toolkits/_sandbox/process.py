@@ -15,7 +15,7 @@ from typing import Any
 
 from .cgroups import Cgroup
 from .limits import MiB, SandboxLimits
-from .usage import DiskWatch
+from .usage import DiskWatch, fmt_bytes
 
 __all__ = ["ExecResult", "supervise"]
 
@@ -125,7 +125,7 @@ async def supervise(
         stderr=err.value(),
         truncated=bool(out.dropped or err.dropped),
         timed_out=timed_out,
-        killed_reason=disk_reason or _killed_reason(code, limits, timed_out, oom_kills, pid_hits),
+        killed_reason=disk_reason or _killed_reason(code, limits, timed_out, oom_kills, pid_hits, watch.file_room),
         sandboxed=sandboxed,
     )
 
@@ -162,7 +162,9 @@ def _kill_all(proc: asyncio.subprocess.Process, cgroup: Cgroup) -> None:
     cgroup.kill()
 
 
-def _killed_reason(code: int, limits: SandboxLimits, timed_out: bool, oom_kills: int, pid_hits: int) -> str | None:
+def _killed_reason(
+    code: int, limits: SandboxLimits, timed_out: bool, oom_kills: int, pid_hits: int, file_room: int
+) -> str | None:
     if timed_out:
         return f"wall-clock timeout ({limits.timeout:g} s)"
     if oom_kills:
@@ -170,6 +172,8 @@ def _killed_reason(code: int, limits: SandboxLimits, timed_out: bool, oom_kills:
     if code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
         return f"CPU time limit ({limits.cpu_seconds} s)"
     if code in (128 + signal.SIGXFSZ, -signal.SIGXFSZ):
+        if file_room < limits.file_size:
+            return f"file size limit ({fmt_bytes(file_room)}: what is left of the disk or of its budget)"
         return f"file size limit ({limits.file_size // MiB} MiB)"
     if pid_hits:
         return f"process limit ({limits.processes})"

@@ -14,6 +14,7 @@ tether.exceptions.UserError: workspace '/nonexistent/project' is not a directory
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import subprocess
 import warnings
@@ -110,7 +111,9 @@ class Sandbox:
         alive_r, alive_w = os.pipe()
         try:
             prefix, seccomp = await self._prefix(usage, watchdog=bool(cgroup.dirs))
-            command = [*launcher_argv(cgroup.dirs, alive_r, limits), *prefix, *argv]
+            # One file, written faster than the watch looks, must not fill the disk either.
+            rlimits = dataclasses.replace(limits, file_size=watch.room())
+            command = [*launcher_argv(cgroup.dirs, alive_r, rlimits), *prefix, *argv]
             proc = await asyncio.create_subprocess_exec(
                 *command,
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,

@@ -2,9 +2,10 @@
 
 One walk of the workspace before each command finds every ``.git`` (so each is
 mounted read-only, nested repositories included) and counts its bytes and
-inodes against ``SandboxLimits.disk_bytes`` / ``disk_inodes``. While the command
-runs, :class:`DiskWatch` polls the filesystem's free space (cheap); only when
-that says the budget may be gone does it walk again, to be sure before stopping
+inodes against ``SandboxLimits.disk_bytes`` / ``disk_inodes``. No single file
+may grow past the room left (``RLIMIT_FSIZE``). While the command runs,
+:class:`DiskWatch` polls the filesystem's free space (cheap); only when that
+says the budget may be gone does it walk again, to be sure before stopping
 anything. Whatever the budget, a command is stopped when the filesystem itself
 runs nearly full, so the run store beside the workspace can still commit.
 
@@ -100,6 +101,7 @@ class DiskWatch:
         self.limits = limits
         self.before = before
         self.start = os.statvfs(workspace)
+        self.file_room = limits.file_size
 
     def low_space(self) -> str | None:
         """Why the filesystem is too full for a command to run or go on, or None."""
@@ -110,6 +112,13 @@ class DiskWatch:
         if now.f_files and inodes < INODE_RESERVE:
             return f"the filesystem holding the workspace is out of inodes ({inodes} free)"
         return None
+
+    def room(self) -> int:
+        """The most one file may grow to: the file size limit, the budget left, the space above the reserve."""
+        now = os.statvfs(self.workspace)
+        free = now.f_bavail * now.f_frsize - DISK_RESERVE
+        self.file_room = max(min(self.limits.file_size, free, self.limits.disk_bytes - self.before.bytes), 4096)
+        return self.file_room
 
     def suspect(self) -> bool:
         """Whether the filesystem grew enough since the start that the budget may be spent."""
