@@ -19,6 +19,16 @@ from pathlib import Path
 import pytest
 
 from tether.toolkits import Sandbox, SandboxLimits
+from tether.tools import Invocation, Tool
+
+CALL = Invocation(run_id="run_1", call_id="call_1", tool_name="test")
+
+
+async def call(tool: Tool, **args: object) -> str:
+    """Invoke ``tool`` as the loop does (validated arguments) and return its text reply."""
+    result = await tool.invoke(tool.validate(dict(args)), CALL)
+    assert isinstance(result, str)
+    return result
 
 
 @pytest.fixture

@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from tether.toolkits import Sandbox, SandboxLimits, workspace_tools
-from tether.tools import Invocation, Tool
+from tether.tools import Tool
+
+from .conftest import call
 
 pytestmark = pytest.mark.sandbox
-CALL = Invocation(run_id="run_1", call_id="call_1", tool_name="shell")
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 
 
@@ -51,12 +52,6 @@ def root_only() -> Iterator[Path]:
 
 def tools(workspace: Path) -> dict[str, Tool]:
     return {t.name: t for t in workspace_tools(str(workspace), limits=SandboxLimits(timeout=20.0))}
-
-
-async def call(tool: Tool, **args: object) -> str:
-    result = await tool.invoke(tool.validate(dict(args)), CALL)
-    assert isinstance(result, str)
-    return result
 
 
 def set_id_entries(root: Path) -> list[str]:
