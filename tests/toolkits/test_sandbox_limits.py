@@ -207,12 +207,20 @@ def test_the_mount_helper_dies_with_tether(workspace: Path, processes_with: Find
     worker.stdout.close()
     assert gone_within(processes_with, mark, 2.0)
     deadline = time.monotonic() + 2
-    while any(Path(f"/proc/{p}").exists() for p in helpers):
+    while any(_running(p) for p in helpers):
         assert time.monotonic() < deadline, "the mount helper outlived tether"
         time.sleep(0.02)
     assert stages, "the helper's stage directory was not where expected"
     _sweep_stale_stages()  # what the next root tether does when it starts its own helper
     assert not [d for d in stages if os.path.exists(os.path.join(_stage_parent(), d))]
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an exited orphan waits for init to reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _parent(pid: int) -> int:
