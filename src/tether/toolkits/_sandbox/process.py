@@ -89,7 +89,7 @@ async def supervise(
         tasks.append(asyncio.ensure_future(_feed(proc, stdin)))
     exited, disk = asyncio.ensure_future(proc.wait()), asyncio.ensure_future(_watch_disk(watch))
     tasks += [exited, disk]
-    timed_out = False
+    timed_out = settled = False
     try:
         try:
             async with asyncio.timeout(limits.timeout):
@@ -101,22 +101,20 @@ async def supervise(
         _kill_all(proc, cgroup)
         await asyncio.wait(tasks[:-2], timeout=5.0)
         await proc.wait()
-        for _ in range(200):
-            if cgroup.kill():
-                break
-            await asyncio.sleep(0.01)
+        await _emptied(cgroup)
         oom_kills = cgroup.counter("memory.oom_control", "oom_kill") + cgroup.counter("memory.events", "oom_kill")
         pid_hits = cgroup.counter("pids.events", "max")
         if disk_reason is None and watch.suspect():  # it ended over the budget: say so
             disk_reason = await asyncio.to_thread(watch.verdict)
             disk_reason = disk_reason and f"{disk_reason} (when the command ended)"
+        settled = True
     finally:
         _kill_all(proc, cgroup)
         for task in tasks:
             task.cancel()
-        if proc.returncode is None:  # cancelled: reap it now, so its pipes close with this loop
+        if not settled:  # cancelled: reap it now, so its pipes close with this loop and its cgroup can go
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(_reap(proc)), 2.0)
+                await asyncio.wait_for(asyncio.shield(_reap(proc, cgroup)), 3.0)
         cgroup.remove()
     code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
     return ExecResult(
@@ -140,10 +138,19 @@ async def _watch_disk(watch: DiskWatch) -> str:
             return reason
 
 
-async def _reap(proc: asyncio.subprocess.Process) -> None:
-    """Wait for a killed process and drain its pipes to EOF, so their transports close."""
+async def _emptied(cgroup: Cgroup) -> None:
+    """Kill what is left in the cgroups until they are empty (for up to two seconds)."""
+    for _ in range(200):
+        if cgroup.kill():
+            return
+        await asyncio.sleep(0.01)
+
+
+async def _reap(proc: asyncio.subprocess.Process, cgroup: Cgroup) -> None:
+    """Wait for a killed command: its process, its pipes to EOF (so they close), its cgroups empty."""
     assert proc.stdout is not None and proc.stderr is not None
     await asyncio.gather(proc.wait(), proc.stdout.read(), proc.stderr.read())
+    await _emptied(cgroup)
 
 
 async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
