@@ -8,7 +8,9 @@ so a CI machine without it cannot pass by accident. Deselect them with
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +19,16 @@ from pathlib import Path
 import pytest
 
 from tether.toolkits import Sandbox, SandboxLimits
+from tether.tools import Invocation, Tool
+
+CALL = Invocation(run_id="run_1", call_id="call_1", tool_name="test")
+
+
+async def call(tool: Tool, **args: object) -> str:
+    """Invoke ``tool`` as the loop does (validated arguments) and return its text reply."""
+    result = await tool.invoke(tool.validate(dict(args)), CALL)
+    assert isinstance(result, str)
+    return result
 
 
 @pytest.fixture
@@ -29,6 +41,19 @@ def workspace(tmp_path: Path) -> Path:
     (ws / ".tether" / "hmac.key").write_text("canary-hmac-key-3f9a\n")
     (ws / "hello.txt").write_text("hello\nworld\n")
     return ws
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A temporary directory every user may enter (pytest's own are root-only).
+
+    A root tether runs bubblewrap and the sandbox as an unprivileged uid, so what
+    they must reach from the host side lives here.
+    """
+    path = Path(tempfile.mkdtemp(prefix="tether-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
 
 
 @pytest.fixture

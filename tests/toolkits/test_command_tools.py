@@ -7,22 +7,17 @@ from pathlib import Path
 import pytest
 
 from tether.toolkits import SandboxLimits, workspace_tools
-from tether.tools import Invocation, Tool
+from tether.tools import Tool
+
+from .conftest import call
 
 pytestmark = pytest.mark.sandbox
-CALL = Invocation(run_id="run_1", call_id="call_1", tool_name="shell")
 
 
 @pytest.fixture
 def tools(workspace: Path) -> dict[str, Tool]:
     limits = SandboxLimits(timeout=5.0, output=4096)
     return {t.name: t for t in workspace_tools(str(workspace), limits=limits)}
-
-
-async def call(tool: Tool, **args: object) -> str:
-    result = await tool.invoke(tool.validate(dict(args)), CALL)
-    assert isinstance(result, str)
-    return result
 
 
 def test_contracts(workspace: Path) -> None:

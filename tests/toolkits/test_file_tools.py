@@ -8,20 +8,14 @@ import pytest
 from inline_snapshot import snapshot
 
 from tether.toolkits import PathRefused, file_tools
-from tether.tools import Invocation, Tool
+from tether.tools import Tool
 
-CALL = Invocation(run_id="run_1", call_id="call_1", tool_name="test")
+from .conftest import call
 
 
 @pytest.fixture
 def tools(workspace: Path) -> dict[str, Tool]:
     return {t.name: t for t in file_tools(str(workspace))}
-
-
-async def call(tool: Tool, **args: object) -> str:
-    result = await tool.invoke(tool.validate(dict(args)), CALL)
-    assert isinstance(result, str)
-    return result
 
 
 def test_contracts_reads_free_writes_gated(tools: dict[str, Tool]) -> None:

@@ -6,7 +6,6 @@ and marks every result as unsandboxed.
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
 import pytest
@@ -27,10 +26,14 @@ OPTIONS = "--unshare-all --share-net --cap-drop --die-with-parent --new-session 
 
 
 def fake_bwrap(directory: Path, body: str) -> Path:
-    """A stand-in `bwrap` that answers --help like a real one, then does ``body``."""
+    """A stand-in `bwrap` that answers --help like a real one, then does ``body``.
+
+    ``directory`` must be one any user may enter (``open_tmp``): a root tether
+    starts bubblewrap as an unprivileged uid.
+    """
     path = directory / "bwrap"
     path.write_text(f'#!/bin/sh\n[ "$1" = --help ] && {{ echo "{OPTIONS}"; exit 0; }}\n{body}\n')
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    path.chmod(0o755)
     return path
 
 
@@ -60,8 +63,8 @@ def test_missing_bwrap_path_refuses_the_command_tools(workspace: Path, factory: 
         factory(sandbox)  # type: ignore[operator]
 
 
-async def test_bwrap_that_fails_its_probe_is_refused(workspace: Path, tmp_path: Path) -> None:
-    bwrap = fake_bwrap(tmp_path, 'echo "bwrap: setting up uid map: Permission denied" >&2; exit 1')
+async def test_bwrap_that_fails_its_probe_is_refused(workspace: Path, open_tmp: Path) -> None:
+    bwrap = fake_bwrap(open_tmp, 'echo "bwrap: setting up uid map: Permission denied" >&2; exit 1')
     sandbox = Sandbox(str(workspace), bwrap=str(bwrap))
     with pytest.raises(SandboxUnavailable, match="setting up uid map: Permission denied"):
         sandbox.check()
@@ -71,9 +74,9 @@ async def test_bwrap_that_fails_its_probe_is_refused(workspace: Path, tmp_path: 
 
 
 @pytest.mark.sandbox
-async def test_bwrap_that_does_not_isolate_is_refused(workspace: Path, tmp_path: Path) -> None:
+async def test_bwrap_that_does_not_isolate_is_refused(workspace: Path, open_tmp: Path) -> None:
     """A `bwrap` that just runs the command (keeping root's capabilities) fails the probe."""
-    bwrap = fake_bwrap(tmp_path, 'while [ "$1" != -- ]; do shift; done; shift; exec "$@"')
+    bwrap = fake_bwrap(open_tmp, 'while [ "$1" != -- ]; do shift; done; shift; exec "$@"')
     with pytest.raises(SandboxUnavailable, match="failed its probe"):
         await Sandbox(str(workspace), bwrap=str(bwrap)).run(["bash", "-c", "touch ran"])
     assert not (workspace / "ran").exists()

@@ -22,7 +22,9 @@ import pytest
 
 import tether
 from tether.toolkits import Sandbox, SandboxLimits
-from tether.toolkits._sandbox import MiB, _cgroup_bases
+from tether.toolkits._sandbox import MiB
+from tether.toolkits._sandbox.cgroups import cgroup_bases as _cgroup_bases
+from tether.toolkits._sandbox.identity import _stage_parent, _sweep_stale_stages
 
 pytestmark = pytest.mark.sandbox
 
@@ -186,3 +188,43 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except OSError:
         return b""
+
+
+def test_the_mount_helper_dies_with_tether(workspace: Path, processes_with: Finder) -> None:
+    """A root tether keeps a mount helper; kill -9 tether and the helper exits, its stage is swept."""
+    if os.geteuid() != 0:
+        pytest.skip("only a root tether starts the mount helper")
+    mark = marker()
+    worker = start_worker(workspace, 60.0, f"sleep 300; : {mark}")
+    assert worker.stdout is not None and worker.stdout.readline() == "started\n"
+    deadline = time.monotonic() + 10
+    while not (helpers := [p for p in processes_with("holder.py") if _parent(p) == worker.pid]):
+        assert time.monotonic() < deadline, "no mount helper started"
+        time.sleep(0.01)
+    stages = [d for d in os.listdir(_stage_parent()) if d.startswith(f"tether-stage-{worker.pid}-")]
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+    worker.stdout.close()
+    assert gone_within(processes_with, mark, 2.0)
+    deadline = time.monotonic() + 2
+    while any(_running(p) for p in helpers):
+        assert time.monotonic() < deadline, "the mount helper outlived tether"
+        time.sleep(0.02)
+    assert stages, "the helper's stage directory was not where expected"
+    _sweep_stale_stages()  # what the next root tether does when it starts its own helper
+    assert not [d for d in stages if os.path.exists(os.path.join(_stage_parent(), d))]
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an exited orphan waits for init to reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1

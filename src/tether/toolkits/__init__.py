@@ -1,8 +1,8 @@
 """Built-in tools for working in a directory: files, shell and Python.
 
-``workspace_tools(path)`` gives an agent six tools confined to ``path``:
+``workspace_tools(path)`` gives an agent seven tools confined to ``path``:
 
-* ``read_file``, ``list_dir``: read-only, no approval.
+* ``read_file``, ``list_dir``, ``find_files``: read-only, no approval.
 * ``write_file``, ``edit_file``: path-confined writes, approval by default.
 * ``shell``, ``python``: commands in a bubblewrap sandbox (no network, read-only
   system, only the workspace writable, resource limits), approval by default.
@@ -14,7 +14,7 @@ tools raises :class:`~tether.exceptions.SandboxUnavailable` unless you pass
 >>> from tether.toolkits import workspace_tools
 >>> tools = workspace_tools("/srv/project")  # doctest: +SKIP
 >>> [t.name for t in tools]  # doctest: +SKIP
-['read_file', 'write_file', 'edit_file', 'list_dir', 'shell', 'python']
+['read_file', 'write_file', 'edit_file', 'list_dir', 'find_files', 'shell', 'python']
 """
 
 from __future__ import annotations

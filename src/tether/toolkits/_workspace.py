@@ -7,8 +7,12 @@ descriptor of the root with ``O_NOFOLLOW``: if anything was swapped for a
 symlink between the check and the open (a sandboxed command may be running at
 the same time), the open fails instead of following it out.
 
-``.git`` may be read but not written, and ``.tether`` (tether's own state) is
-neither readable nor writable, matching what the sandbox shows commands.
+Every ``.git`` (the top one, nested repositories, ``.git`` files of submodules)
+may be read but not written: a path with a ``.git`` component anywhere, in any
+letter case, is refused for writes. ``.tether`` (tether's own state) is neither
+readable nor writable. Only regular files are read or replaced: FIFOs, sockets
+and devices are refused at once (opened non-blocking, type checked on the open
+descriptor), never waited on.
 
 >>> ws = Workspace("/srv/project")  # doctest: +SKIP
 >>> ws.relative("src/../README.md")  # doctest: +SKIP
@@ -35,6 +39,9 @@ __all__ = ["DirEntry", "PathRefused", "Workspace"]
 
 Kind = Literal["dir", "file", "link", "other"]
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO for reading must not wait for a writer (it has no effect on files).
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_TEMP_PREFIX = ".tether-tmp-"  # short, so any name the filesystem accepts can be replaced
 
 
 class PathRefused(ValueError):
@@ -88,12 +95,21 @@ class Workspace:
                 "use a path inside the workspace, relative to it"
             )
         rel = os.path.relpath(real, self.root)
-        top = rel.split(os.sep, 1)[0]
-        if top in self.hidden:
-            raise PathRefused(f"path {path!r} is inside {top!r}, which tools may not access")
-        if write and (top in self.read_only or rel == "."):
+        parts = rel.split(os.sep)
+        if parts[0] in self.hidden:
+            raise PathRefused(f"path {path!r} is inside {parts[0]!r}, which tools may not access")
+        if write and rel == ".":
             raise PathRefused(f"path {path!r} is read-only for tools")
+        if write and (protected := self._protected(parts)):
+            raise PathRefused(f"path {path!r} is inside {protected!r}, which is read-only for tools")
         return rel
+
+    def _protected(self, parts: list[str]) -> str | None:
+        """The read-only entry ``parts`` lies in: ``.git`` at any depth (any case), or a top-level one."""
+        for i, part in enumerate(parts):
+            if part.casefold() == ".git" or (i == 0 and part in self.read_only):
+                return os.path.join(*parts[: i + 1])
+        return None
 
     @contextlib.contextmanager
     def _parent_fd(self, rel: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
@@ -102,9 +118,11 @@ class Workspace:
         fd = os.open(self.root, _DIR_FLAGS)
         try:
             for part in parts[:-1]:
+                made = False
                 if create:
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o777, dir_fd=fd)
+                        made = True
                 try:
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
@@ -113,23 +131,19 @@ class Workspace:
                     raise PathRefused(_explain(rel, swapped)) from None
                 os.close(fd)
                 fd = child
+                if made:
+                    self._give_to_owner(fd, None)
             yield fd, parts[-1] if parts else "."
         finally:
             os.close(fd)
 
     def read_bytes(self, path: str, limit: int) -> tuple[bytes, int]:
-        """Up to ``limit`` bytes of a file and its full size."""
+        """Up to ``limit`` bytes of a regular file and its full size."""
         rel = self.relative(path)
         with self._parent_fd(rel) as (parent, name):
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
-            except OSError as exc:
-                raise PathRefused(_explain(path, exc)) from None
+            fd = _open_regular(path, name, parent)
         with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise PathRefused(f"{path!r} is not a regular file")
-            return f.read(limit), st.st_size
+            return f.read(limit), os.fstat(f.fileno()).st_size
 
     def write_bytes(self, path: str, data: bytes) -> bool:
         """Replace a file's contents atomically; True when the file was new.
@@ -145,12 +159,14 @@ class Workspace:
             except FileNotFoundError:
                 old = None
             if old is not None and not stat.S_ISREG(old.st_mode):
-                raise PathRefused(f"{path!r} exists and is not a regular file")
-            tmp = f".{name}.tether-{secrets.token_hex(4)}"
+                raise PathRefused(f"{path!r} exists and is not a regular file{_kind(old.st_mode)}")
+            tmp = f"{_TEMP_PREFIX}{secrets.token_hex(4)}"
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            mode = stat.S_IMODE(old.st_mode) if old else 0o644
+            # New contents never inherit setuid, setgid or sticky bits: tether may run as root.
+            mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o644
             fd = os.open(tmp, flags, mode, dir_fd=parent)
             try:
+                self._give_to_owner(fd, old)
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
                     f.flush()
@@ -161,6 +177,15 @@ class Workspace:
                     os.unlink(tmp, dir_fd=parent)
                 raise
             return old is None
+
+    def _give_to_owner(self, fd: int, old: os.stat_result | None) -> None:
+        """Make what root wrote belong to whom it would otherwise: the replaced file's owner,
+        or the workspace's. (A non-root tether's files are its own, as they should be.)"""
+        if os.geteuid() != 0:
+            return
+        owner = old or os.stat(self.root)
+        if (owner.st_uid, owner.st_gid) != (0, 0):
+            os.fchown(fd, owner.st_uid, owner.st_gid)
 
     def list(self, path: str) -> list[DirEntry]:
         """The entries of a directory, sorted by name, hidden entries left out."""
@@ -186,6 +211,40 @@ class Workspace:
 
 
 _KINDS: dict[int, Kind] = {stat.S_IFDIR: "dir", stat.S_IFREG: "file", stat.S_IFLNK: "link"}
+_SPECIAL = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symbolic link",
+}
+
+
+def _open_regular(path: str, name: str, parent: int) -> int:
+    """A descriptor of the regular file ``name`` in ``parent``; PathRefused for anything else.
+
+    The type is checked before opening (so a device is never opened) and again on
+    the descriptor (in case it was swapped meanwhile); the open never blocks.
+    """
+    try:
+        before = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if not stat.S_ISREG(before.st_mode):
+            raise PathRefused(f"{path!r} is not a regular file{_kind(before.st_mode)}")
+        fd = os.open(name, _READ_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        raise PathRefused(_explain(path, exc)) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise PathRefused(f"{path!r} is not a regular file{_kind(mode)}")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _kind(mode: int) -> str:
+    kind = _SPECIAL.get(stat.S_IFMT(mode))
+    return f" ({kind})" if kind else ""
 
 
 def _is_link(name: str, dir_fd: int) -> bool:

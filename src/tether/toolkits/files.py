@@ -2,7 +2,8 @@
 
 They run in the agent's own process (no sandbox needed) and every path goes
 through :class:`~tether.toolkits._workspace.Workspace`, which refuses paths that
-leave the workspace, writes to ``.git`` and any access to ``.tether``. Reads
+leave the workspace, writes to any ``.git`` (nested ones included), any access to
+``.tether``, and special files (FIFOs, sockets, devices). Reads
 have ``effect="none"`` and no approval; writes are ``effect="idempotent"``
 (doing the same write twice leaves the same file) and need approval by default.
 
@@ -172,7 +173,7 @@ def find_files_tool(workspace: str | os.PathLike[str] | Workspace, *, max_names:
     """A ``find_files`` tool: count and name the workspace files that match a glob.
 
     Counting is done here, not by the model: small models miscount listings.
-    Symlinks are not followed, and ``.git`` / ``.tether`` are not searched.
+    Symlinks are not followed, and no ``.git`` (at any depth) nor ``.tether`` is searched.
     """
     ws = _workspace(workspace)
 
@@ -203,8 +204,8 @@ def _glob(ws: Workspace, pattern: str) -> list[str]:
     found = []
     for top, dirs, files in os.walk(ws.root, followlinks=False):
         rel_top = os.path.relpath(top, ws.root)
-        if rel_top == ".":
-            dirs[:] = [d for d in dirs if d not in (*ws.hidden, *ws.read_only)]
+        skip = (*ws.hidden, *ws.read_only) if rel_top == "." else ()
+        dirs[:] = [d for d in dirs if d not in skip and d.casefold() != ".git"]
         for name in files:
             rel = name if rel_top == "." else f"{rel_top}/{name}"
             if regex.fullmatch(rel) and not os.path.islink(os.path.join(top, name)):

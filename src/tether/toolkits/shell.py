@@ -16,6 +16,7 @@ import codecs
 
 from ..tools import Approval, Tool, tool
 from ._sandbox import ExecResult, MiB, Sandbox
+from ._sandbox.usage import fmt_bytes
 
 __all__ = ["describe_sandbox", "format_result", "shell_tool"]
 
@@ -55,11 +56,11 @@ def describe_sandbox(sandbox: Sandbox) -> str:
     limits = sandbox.limits
     network = "Network access is allowed." if sandbox.network else "There is no network access."
     return (
-        "It runs in an isolated sandbox: only the workspace is writable (its .git is read-only), "
+        "It runs in an isolated sandbox: only the workspace is writable (every .git in it is read-only), "
         f"/tmp is private and starts empty, nothing persists between calls except workspace "
         f"files. {network} Limits: {limits.timeout:g} s wall time, {limits.cpu_seconds} s CPU, "
         f"{limits.memory // MiB} MiB memory, {limits.processes} processes, output cut after "
-        f"{limits.output // 1024} KiB."
+        f"{limits.output // 1024} KiB, workspace at most {fmt_bytes(limits.disk_bytes)}."
     )
 
 
