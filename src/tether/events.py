@@ -79,7 +79,9 @@ class RunStarted:
     ``fingerprint`` identifies the agent's tool definitions, so that resuming
     against changed tools fails loudly; ``agent`` is the name of the agent that
     drives the run from here (a worker looks it up to resume the run), and
-    ``meta`` holds labels the caller gave the run (never secrets).
+    ``meta`` holds labels the caller gave the run (never secrets). ``model`` is
+    the model name of the brain that drives the run from here, when it has one
+    (it prices the replies: :mod:`tether.cost`; it names the spans: :mod:`tether.telemetry`).
     """
 
     kind: ClassVar[Literal["run-started"]] = "run-started"
@@ -89,6 +91,7 @@ class RunStarted:
     fingerprint: str = ""
     agent: str = ""
     meta: dict[str, str] = field(default_factory=dict)
+    model: str = ""
     at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
@@ -230,7 +233,7 @@ class Cancelled:
 
 @dataclass(frozen=True, slots=True)
 class LimitReached:
-    """A budget ran out (``limit`` is steps, tool_calls, tokens or seconds)."""
+    """A budget ran out (``limit`` is steps, tool_calls, tokens, cost or seconds)."""
 
     kind: ClassVar[Literal["limit-reached"]] = "limit-reached"
     limit: str

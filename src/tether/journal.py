@@ -97,6 +97,8 @@ class Journal:
         self.steps = 0
         self.tool_calls = 0
         self.usage = Usage()
+        self.model = ""  # the model name of the brain driving the run from here ("" when it has none)
+        self.usage_by_model: dict[str, Usage] = {}  # what each model spent; "" = model not recorded
         self.status: Status = "running"
         self.closed = False  # cancelled for good by a person
         self.paused_at = 0  # seq of the latest pause: decisions must be at least this new
@@ -121,6 +123,7 @@ class Journal:
         j = cls()
         j.run_id, j.fingerprint, j.seq = state.run_id, state.fingerprint, state.seq
         j.steps, j.tool_calls, j.usage, j.status = state.steps, state.tool_calls, state.usage, state.status
+        j.usage_by_model = {"": state.usage} if state.usage != Usage() else {}  # a state keeps the total only
         j.paused_at = state.paused_at
         j.pending = {p.call.id: p for p in state.pending}
         j.call_ids = {c.id for m in state.messages for c in m.tool_calls}
@@ -146,6 +149,7 @@ class Journal:
         self.run_id = ev.run_id
         self.fingerprint = ev.fingerprint or self.fingerprint
         self.agent = ev.agent or self.agent
+        self.model = ev.model
         if not ev.resumed:
             self.meta = dict(ev.meta)
         self.context = self.context.add(*ev.messages)
@@ -158,8 +162,10 @@ class Journal:
         self.call_ids.update(self.pending)
         self.decisions = {}
         self.steps += 1
-        if ev.message.usage is not None:
-            self.usage = self.usage + ev.message.usage
+        if (usage := ev.message.usage) is not None:
+            self.usage = self.usage + usage
+            model = getattr(ev.message, "model", None) or self.model  # Message.model, where a brain reports it
+            self.usage_by_model[model] = self.usage_by_model.get(model, Usage()) + usage
 
     def _tool_started(self, ev: ToolStarted) -> None:
         p = self.pending.get(ev.call.id)

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from ._crash import crash_around
 from .context import Context
+from .cost import Price, total_cost
 from .events import (
     TERMINAL,
     ApprovalDecided,
@@ -65,7 +66,7 @@ from .store import Lease, RunStore
 from .tools import Invocation, Tool, ToolTimedOut, result_text
 from .turn import Execute, Note, Step, Wait, plan
 
-__all__ = ["Input", "Run", "Settings"]
+__all__ = ["Input", "Observer", "Run", "Settings", "Watcher"]
 
 Input = str | Message | RunState | None
 
@@ -82,12 +83,31 @@ class Settings(Protocol):
     max_tool_calls: int | None
     max_tokens: int | None
     max_seconds: float | None
+    max_cost: float | None
+    prices: Mapping[str, Price]
     store: RunStore | None
     signing_key: bytes | None
     approver: Callable[[Tool, dict[str, Any], Context], bool] | None
     compactor: Callable[[Context], Context] | None
     fingerprint: str
     lease_ttl: float
+    observers: tuple[Observer, ...]
+
+
+class Watcher(Protocol):
+    """Watches one run: sees each event right after it is committed, then ``close()`` when the
+    run's stream ends, however it ends (even without a closing event: a crash, a lost lease)."""
+
+    def event(self, ev: Event) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Observer(Protocol):
+    """Watches the runs of an agent (``Agent(observers=[...])``): one :class:`Watcher` per run,
+    e.g. :class:`tether.telemetry.Tracing`."""
+
+    def watch(self, agent: Settings) -> Watcher: ...
 
 
 class Run:
@@ -116,6 +136,7 @@ class Run:
         self.lease: Lease | None = None
         self.failure: Failed | None = None  # the store failed: how the run ended, not committed
         self._renewal: asyncio.Task[None] | None = None
+        self.watchers = [o.watch(agent) for o in agent.observers]  # none, unless observers were given
 
     async def events(self) -> AsyncIterator[Event]:
         """The run as a stream of events; how it ends is committed whenever the store can take it."""
@@ -134,6 +155,8 @@ class Run:
         finally:
             await self._end(Cancelled("the event stream was closed"))  # the consumer stopped early
             await self._let_go()
+            for w in self.watchers:
+                w.close()
 
     async def _loop(self) -> AsyncIterator[Event]:
         """Decide, act, write it down, repeat."""
@@ -195,14 +218,14 @@ class Run:
         if self.run_id and self.store is not None and await self.store.get(self.run_id) is not None:
             raise UserError(f"run {self.run_id!r} already exists in the store; resume it with run_id= alone")
         run_id = self.run_id or uuid.uuid4().hex
-        return RunStarted(run_id, tuple(notes), False, self.agent.fingerprint, self.agent.name, self.meta)
+        return RunStarted(run_id, tuple(notes), False, self.agent.fingerprint, self.agent.name, self.meta, self._model)
 
     async def _resume(self, state: RunState) -> list[Event]:
         self._check_resumable(state, trusted=False)
         if self.store is not None:
             await self._check_against_store(state)
         self.journal = Journal.from_state(state)
-        resumed = RunStarted(state.run_id, (), True, self.agent.fingerprint, self.agent.name)
+        resumed = RunStarted(state.run_id, (), True, self.agent.fingerprint, self.agent.name, model=self._model)
         return [resumed, *(ApprovalDecided(d) for d in state.decisions)]
 
     async def _load(self) -> list[Event]:
@@ -217,7 +240,13 @@ class Run:
             raise StateError(f"run {self.run_id!r} was cancelled for good and cannot be resumed")
         self._check_resumable(journal.snapshot(), trusted=True)
         self.journal = journal  # a store's journal already holds its decisions
-        return [RunStarted(journal.run_id, (), True, self.agent.fingerprint, self.agent.name)]
+        return [RunStarted(journal.run_id, (), True, self.agent.fingerprint, self.agent.name, model=self._model)]
+
+    @property
+    def _model(self) -> str:
+        """The model name of the agent's brain, when it has one (``policy.model``)."""
+        model = getattr(self.agent.policy, "model", None)
+        return model if isinstance(model, str) else ""
 
     def _check_resumable(self, state: RunState, *, trusted: bool) -> None:
         if state.fingerprint != self.agent.fingerprint:
@@ -303,6 +332,8 @@ class Run:
             if self.store is not None:
                 await self._write(ev)
             self._apply(ev)
+        for w in self.watchers:
+            w.event(ev)
         crash_around("after", ev.kind)
         return ev
 
@@ -494,6 +525,8 @@ class Run:
             return LimitReached("steps", agent.max_steps)
         if agent.max_tokens is not None and j.usage.total_tokens >= agent.max_tokens:
             return LimitReached("tokens", agent.max_tokens)
+        if agent.max_cost is not None and (self.cost() or 0.0) >= agent.max_cost:
+            return LimitReached("cost", agent.max_cost)
         if agent.max_tool_calls is not None and j.tool_calls + new_calls > agent.max_tool_calls:
             return LimitReached("tool_calls", agent.max_tool_calls)
         return None
@@ -518,6 +551,11 @@ class Run:
             if tool is not None and tool.terminal and res is not None and not res.is_error:
                 return res.content
         return None
+
+    def cost(self) -> float | None:
+        """What the run's replies cost so far in US dollars (None when a model has no price)."""
+        j = self.journal
+        return total_cost(j.usage_by_model, self.agent.prices, default_model=j.model)
 
     def snapshot(self) -> RunState:
         """The run's state now (signed when the agent has a key)."""
