@@ -222,9 +222,10 @@ class Run:
 
     async def _resume(self, state: RunState) -> list[Event]:
         self._check_resumable(state, trusted=False)
-        if self.store is not None:
-            await self._check_against_store(state)
+        stored = await self._check_against_store(state) if self.store is not None else None
         self.journal = Journal.from_state(state)
+        if stored is not None:  # a state keeps the total usage only; the store knows it per model
+            self.journal.usage_by_model = stored.usage_by_model
         resumed = RunStarted(state.run_id, (), True, self.agent.fingerprint, self.agent.name, model=self._model)
         return [resumed, *(ApprovalDecided(d) for d in state.decisions)]
 
@@ -265,13 +266,14 @@ class Run:
                 state.verify(key)
         state.check_decisions()
 
-    async def _check_against_store(self, state: RunState) -> None:
+    async def _check_against_store(self, state: RunState) -> Journal:
         """With a store, its journal is the truth: a state that says otherwise is refused."""
         assert self.store is not None
         events = await self.store.load(state.run_id)
         if not events:
             raise StateTampered(f"run {state.run_id!r} is not in this agent's store; it cannot be resumed here")
-        truth = Journal.of(events).snapshot()
+        journal = Journal.of(events)
+        truth = journal.snapshot()
         if state.seq != truth.seq:
             raise LeaseConflict(
                 f"run {state.run_id!r} is at position {truth.seq} in the store, this state at {state.seq}: "
@@ -286,6 +288,7 @@ class Run:
                 f"run state {state.run_id!r} differs from the store's journal (its calls, arguments or notes); "
                 "nothing was run"
             )
+        return journal
 
     # -- the lease: one worker advances a run --------------------------------
 
