@@ -27,6 +27,7 @@ from ._config import Settings, default_store_url, load_settings
 from ._decide import Choice, check_args_for, load_state, pretty_args, record, waiting
 from ._render import PlainRenderer, make_renderer
 from ._session import Asker, Outcome, Session
+from ._usage import money, run_cost, steps_report
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT = {
@@ -275,6 +276,7 @@ def runs(status: str | None, limit: int, as_json: bool, **opts: Any) -> None:
     with Session(load_settings(**opts), create=False) as session:
         infos = session.run(session.store.list_runs(status=status, limit=limit))
         tasks = {i.run_id: session.run(first_task(session, i.run_id)) for i in infos}
+        costs = {i.run_id: run_cost(session.run(session.store.load(i.run_id))) for i in infos}
     if as_json:
         for i in infos:
             click.echo(
@@ -286,6 +288,7 @@ def runs(status: str | None, limit: int, as_json: bool, **opts: Any) -> None:
                         "created_at": i.created_at,
                         "updated_at": i.updated_at,
                         "task": tasks[i.run_id],
+                        "cost": costs[i.run_id],
                     }
                 )
             )
@@ -293,10 +296,10 @@ def runs(status: str | None, limit: int, as_json: bool, **opts: Any) -> None:
     if not infos:
         click.echo("no runs" + (f" with status {status!r}" if status else ""))
         return
-    click.echo(f"{'RUN':32}  {'STATUS':14}  {'UPDATED':19}  TASK")
+    click.echo(f"{'RUN':32}  {'STATUS':14}  {'UPDATED':19}  {'COST':>9}  TASK")
     for i in infos:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(i.updated_at))
-        click.echo(f"{i.run_id:32}  {i.status:14}  {when}  {short(tasks[i.run_id], 60)}")
+        click.echo(f"{i.run_id:32}  {i.status:14}  {when}  {money(costs[i.run_id]):>9}  {short(tasks[i.run_id], 60)}")
 
 
 async def first_task(session: Session, run_id: str) -> str:
@@ -335,6 +338,7 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
     renderer = PlainRenderer()
     for ev in events:
         renderer.event(ev)
+    click.echo("\n".join(steps_report(events)))
     if state.pending and state.status in ("paused", "needs-decision"):
         click.echo(describe_pending(state))
 
