@@ -10,6 +10,7 @@ the run's :mod:`~tether.events` as they happen, :meth:`Agent.run` and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,8 +57,8 @@ class RunResult:
 
     @property
     def pending(self) -> tuple[PendingCall, ...]:
-        """Calls waiting for a human decision (when paused)."""
-        return self.state.pending
+        """Every item waiting for a person (when paused), in child runs too, each with its path."""
+        return self.state.items()
 
     @classmethod
     def of(cls, run: Run, events: list[Event]) -> RunResult:
@@ -69,7 +70,7 @@ class RunResult:
             output=last.output if isinstance(last, Finished) else None,
             context=run.journal.context,
             state=state,
-            usage=run.journal.usage,
+            usage=state.total_usage,
             events=tuple(events),
             limit=run.limit,
             error=last.error if isinstance(last, Failed) else None,
@@ -107,6 +108,8 @@ class Agent:
         approver: Approver | None = None,
         compactor: Callable[[Context], Context] | None = None,
         lease_ttl: float = 30.0,
+        handoffs: Sequence[Agent] = (),
+        description: str | None = None,
         observers: Sequence[Observer] = (),
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
@@ -129,6 +132,9 @@ class Agent:
         self.tool_list = tuple(self.tools.values())
         self.instructions = instructions
         self.name = name
+        self.description = description
+        self.handoffs: tuple[Agent, ...] = ()
+        self.hand_off_to(*handoffs)
         self.max_steps = max_steps
         self.max_tool_calls = max_tool_calls
         self.max_tokens = max_tokens
@@ -142,9 +148,56 @@ class Agent:
         self.observers: tuple[Observer, ...] = tuple(observers)
         if bad := [o for o in self.observers if not callable(getattr(o, "watch", None))]:
             raise UserError(f"observers must have a watch(agent) method (e.g. tether.telemetry.Tracing), got {bad!r}")
-        self.fingerprint = hashlib.sha256(
-            ",".join(sorted(f"{t.name}:{t.fingerprint()}" for t in self.tool_list)).encode()
-        ).hexdigest()[:16]
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the tool definitions of this agent and of every agent it can hand off to."""
+        seen: dict[str, Agent] = {}
+        todo: list[Agent] = [self]
+        while todo:
+            agent = todo.pop()
+            if agent.name not in seen:
+                seen[agent.name] = agent
+                todo.extend(agent.handoffs)
+        parts = [
+            f"{name}/{t.name}:{t.fingerprint()}" if name != self.name else f"{t.name}:{t.fingerprint()}"
+            for name, agent in seen.items()
+            for t in agent.tool_list
+        ]
+        return hashlib.sha256(",".join(sorted(parts)).encode()).hexdigest()[:16]
+
+    def hand_off_to(self, *agents: Agent) -> None:
+        """Let this agent hand the run over to ``agents`` (``transfer_to_<name>`` tools).
+
+        A transfer switches which agent drives the same run: same notebook (the
+        new agent's instructions are added as a system note), same journal and
+        budgets; a paused run resumes with the agent that was driving it. Use
+        this method for handoffs that go both ways (``billing.hand_off_to(support)``).
+        """
+        for agent in agents:
+            if not isinstance(agent, Agent):
+                raise UserError(f"handoffs must be Agent values, got {agent!r}")
+            if any(a.name == agent.name for a in self.handoffs) or agent.name == self.name:
+                raise UserError(f"agent {self.name!r} already hands off to an agent named {agent.name!r}")
+            transfer = _transfer_tool(agent)
+            if transfer.name in self.tools:
+                raise UserError(f"agent {self.name!r} already has a tool named {transfer.name!r}")
+            self.tools[transfer.name] = transfer
+            self.handoffs = (*self.handoffs, agent)
+        self.tool_list = tuple(self.tools.values())
+
+    def reachable(self, name: str) -> Agent | None:
+        """The agent named ``name`` among this one and those it can hand off to, directly or not."""
+        seen: set[int] = set()
+        todo: list[Agent] = [self]
+        while todo:
+            agent = todo.pop()
+            if agent.name == name:
+                return agent
+            if id(agent) not in seen:
+                seen.add(id(agent))
+                todo.extend(agent.handoffs)
+        return None
 
     # -- entry points ------------------------------------------------------
 
@@ -201,10 +254,28 @@ class Agent:
         raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
 
     def as_tool(self, name: str | None = None, description: str | None = None, **contract: Any) -> Tool:
-        """This agent as a tool another agent can call with a ``task`` string."""
+        """This agent as a tool another agent can call with a ``task`` string.
+
+        Called by another agent's run, it runs as a **child run**: journaled in
+        the parent's store (in memory with the parent when it has none) under the
+        id ``<parent run id>/<call id>``, its events shown in the parent's stream
+        as ``child`` events, its pauses pausing the parent (every open item of the
+        tree listed with its path), its budgets bounded by what the parent has
+        left, its usage added to the parent's. A restart resumes the same child,
+        never a second one.
+
+        >>> from tether import Action
+        >>> from tether.testing import ScriptedModel
+        >>> billing = Agent(ScriptedModel(["Refunded $79."]), name="billing")
+        >>> support = Agent(ScriptedModel([Action("billing", {"task": "refund A1"}), "Done: refunded."]),
+        ...                 [billing.as_tool(description="Ask billing.")], name="support")
+        >>> result = support.run_sync("refund A1 please")
+        >>> result.context[-2].content, result.output
+        ('Refunded $79.', 'Done: refunded.')
+        """
 
         async def delegate(task: str) -> str:
-            result = await self.run(task)
+            result = await self.run(task)  # used only when called outside a run
             if result.status != "finished":
                 raise RuntimeError(f"sub-agent {self.name!r} stopped with status {result.status!r}")
             return result.output or ""
@@ -213,8 +284,24 @@ class Agent:
             f"{description or f'Ask the {self.name} agent to do a task.'}\n\n"
             "Args:\n    task: what the agent should do, in plain words."
         )
-        contract.setdefault("effect", "once")
-        return tool(name=name or self.name, **contract)(delegate)
+        # Re-running it after a crash resumes the same child run (its own journal settles its effects).
+        contract.setdefault("effect", "idempotent")
+        made = tool(name=name or self.name, **contract)(delegate)
+        return dataclasses.replace(made, agent=self)
+
+
+def _transfer_tool(target: Agent) -> Tool:
+    def transfer(reason: str = "") -> str:
+        return f"transferred to {target.name}"  # the loop hands the run over once the turn is settled
+
+    about = target.description or (target.instructions or "").split("\n")[0] or f"the {target.name} agent"
+    transfer.__doc__ = (
+        f"Hand this conversation over to {target.name}: {about}\n\n"
+        "Args:\n    reason: why, in a few words (shown to the next agent)."
+    )
+    name = "transfer_to_" + "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in target.name)
+    made = tool(name=name[:64], effect="none")(transfer)
+    return dataclasses.replace(made, handoff=target)
 
 
 def _check_limits(steps: Any, tool_calls: Any, tokens: Any, seconds: Any) -> None:

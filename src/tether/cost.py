@@ -56,8 +56,7 @@ class Price:
 
     def cost(self, usage: Usage) -> float:
         """The cost of ``usage`` at this price."""
-        read = getattr(usage, "cache_read_tokens", 0)  # fields a provider may report (0 when absent)
-        written = getattr(usage, "cache_write_tokens", 0)
+        read, written = usage.cache_read_tokens, usage.cache_write_tokens  # 0 unless the provider says
         fresh = max(usage.input_tokens - read - written, 0)
         dollars = (
             fresh * self.input

@@ -7,8 +7,9 @@ event is a frozen dataclass with a ``kind`` tag; :func:`to_dict` and
 :class:`~tether.state.Decision`, a paused state a :class:`~tether.state.RunState`,
 so a stored event that the loop would refuse is refused when it is read.
 
-``token`` events are streamed text, never persisted (:data:`PERSISTED` says which
-kinds are). Every committed event carries ``at``, the time it was committed
+``token`` events (streamed text) and ``child`` events (a child run's events,
+shown in its parent's stream) are never persisted in the run that yields them
+(:data:`PERSISTED` says which kinds are). Every committed event carries ``at``, the time it was committed
 (epoch seconds; ``0.0`` on an event that was never committed); it is not part
 of an event's equality. Folding committed events into a run's state is :mod:`tether.journal`.
 
@@ -33,11 +34,14 @@ __all__ = [
     "ApprovalDecided",
     "ApprovalRequested",
     "Cancelled",
+    "ChildEvent",
+    "ChildStopped",
     "Compacted",
     "ErrorKind",
     "Event",
     "Failed",
     "Finished",
+    "HandedOff",
     "Kind",
     "LimitReached",
     "ModelReplied",
@@ -61,6 +65,9 @@ Kind = Literal[
     "approval-requested",
     "question-asked",
     "approval-decided",
+    "child-stopped",
+    "child",
+    "handed-off",
     "paused",
     "compacted",
     "finished",
@@ -68,7 +75,9 @@ Kind = Literal[
     "cancelled",
     "limit-reached",
 ]
-ErrorKind = Literal["unknown-tool", "bad-json", "invalid-arguments", "raised", "timeout", "denied", "skipped"]
+ErrorKind = Literal[
+    "unknown-tool", "bad-json", "invalid-arguments", "raised", "timeout", "denied", "skipped", "stopped"
+]
 PauseReason = Literal["approval", "outcome-unknown", "question"]
 
 
@@ -173,6 +182,47 @@ class ApprovalDecided:
 
 
 @dataclass(frozen=True, slots=True)
+class ChildStopped:
+    """The child run of a delegating call stopped before it finished (it waits for a person, or
+    was interrupted); ``state`` is the child's state, so the tree resumes without a store too."""
+
+    kind: ClassVar[Literal["child-stopped"]] = "child-stopped"
+    call_id: str
+    state: RunState
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildEvent:
+    """An event of a child run, shown in its parent's stream (not persisted there: the child's
+    own journal keeps it). ``call_id`` is the parent's delegating call, ``agent`` the child's name."""
+
+    kind: ClassVar[Literal["child"]] = "child"
+    call_id: str
+    agent: str
+    event: Event
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The delegating call ids down to the innermost event."""
+        inner = self.event
+        return (self.call_id, *inner.path) if isinstance(inner, ChildEvent) else (self.call_id,)
+
+
+@dataclass(frozen=True, slots=True)
+class HandedOff:
+    """The agent named ``agent`` drives the run from here (a ``transfer_to_...`` call);
+    ``messages`` are the notes added for it (its instructions)."""
+
+    kind: ClassVar[Literal["handed-off"]] = "handed-off"
+    agent: str
+    messages: tuple[Message, ...] = ()
+    model: str = ""  # the model name of its brain, when it has one (as in run-started)
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
+
+
+@dataclass(frozen=True, slots=True)
 class Paused:
     """The run stopped to wait for people; ``state`` resumes it.
 
@@ -250,6 +300,9 @@ Event = (
     | ApprovalRequested
     | QuestionAsked
     | ApprovalDecided
+    | ChildStopped
+    | ChildEvent
+    | HandedOff
     | Paused
     | Compacted
     | Finished
@@ -259,7 +312,8 @@ Event = (
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in typing.get_args(Event)}
-PERSISTED: frozenset[str] = frozenset(EVENT_TYPES) - {"token"}
+_EVENT_CLASSES = frozenset(EVENT_TYPES.values())
+PERSISTED: frozenset[str] = frozenset(EVENT_TYPES) - {"token", "child"}
 TERMINAL: frozenset[str] = frozenset(("paused", "finished", "failed", "cancelled", "limit-reached"))
 
 
@@ -287,6 +341,8 @@ def from_dict(data: dict[str, Any]) -> Event:
 
 
 def _encode(value: Any) -> Any:
+    if type(value) in _EVENT_CLASSES:  # a child run's event, inside a ChildEvent
+        return to_dict(value)
     if isinstance(value, tuple):
         return [_encode(v) for v in value]
     if hasattr(value, "to_dict"):  # Message, ToolCall, Usage, Decision, RunState
@@ -303,6 +359,7 @@ _VALUE_TYPES: dict[Any, Callable[[Any], Any]] = {
     tuple[Message, ...]: lambda v: tuple(Message.from_dict(m) for m in v),
     tuple[str, ...]: tuple,
 }
+_VALUE_TYPES[Event] = lambda v: from_dict(v)  # a child run's event, inside a ChildEvent
 _DECODERS: dict[type[Any], dict[str, Callable[[Any], Any]]] = {}
 
 

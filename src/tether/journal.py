@@ -33,8 +33,10 @@ from .events import (
     ApprovalDecided,
     ApprovalRequested,
     Cancelled,
+    ChildStopped,
     Compacted,
     Event,
+    HandedOff,
     ModelReplied,
     Paused,
     PauseReason,
@@ -105,6 +107,7 @@ class Journal:
         self.pending: dict[str, PendingCall] = {}  # insertion order = call order
         self.decisions: dict[str, Decision] = {}  # recorded in the journal
         self.call_ids: set[str] = set()  # every call id of the run: ids are unique within a run
+        self.children: dict[str, RunState] = {}  # delegated call id -> the state its child run stopped in
         self.context = Context()  # the notebook, with every result written in call order
         self._results: dict[str, Message] = {}  # results of this turn not yet written
         self._order: list[str] = []  # call ids of this turn whose results are not written
@@ -130,11 +133,13 @@ class Journal:
         j.decisions = {d.call_id: d for d in state.decisions}
         j.context = Context(state.messages)
         j._order = list(j.pending)
+        j.agent = state.agent
+        j.children = {c.parent_call: c for c in state.children}
         return j
 
     def apply(self, ev: Event) -> None:
-        """Fold one committed event (``token`` events are not part of the journal)."""
-        if ev.kind == "token":
+        """Fold one committed event (``token`` and ``child`` events are not part of the journal)."""
+        if ev.kind == "token" or ev.kind == "child":
             return
         self.seq += 1
         self.status = next_status(ev) or self.status
@@ -164,7 +169,7 @@ class Journal:
         self.steps += 1
         if (usage := ev.message.usage) is not None:
             self.usage = self.usage + usage
-            model = getattr(ev.message, "model", None) or self.model  # Message.model, where a brain reports it
+            model = ev.message.model or self.model  # the model that answered, when the brain says
             self.usage_by_model[model] = self.usage_by_model.get(model, Usage()) + usage
 
     def _tool_started(self, ev: ToolStarted) -> None:
@@ -180,6 +185,10 @@ class Journal:
     def _tool_finished(self, ev: ToolFinished) -> None:
         self.pending.pop(ev.call_id, None)
         self.decisions.pop(ev.call_id, None)
+        self.children.pop(ev.call_id, None)
+        if (usage := ev.result.usage) is not None:  # a child run's usage rolls up with its answer
+            self.usage = self.usage + usage
+            self.usage_by_model[""] = self.usage_by_model.get("", Usage()) + usage  # priced as this run's model
         self._results[ev.call_id] = ev.result
         if not self.pending:  # the turn is settled: its results join the notebook in call order
             self._write_results()
@@ -193,6 +202,17 @@ class Journal:
         p = self.pending.get(ev.call.id)
         if p is not None and p.status == "proposed":
             self.pending[ev.call.id] = replace(p, status="awaiting-answer")
+
+    def _handed_off(self, ev: HandedOff) -> None:
+        self.agent = ev.agent
+        self.model = ev.model
+        self.context = self.context.add(*ev.messages)
+
+    def _child_stopped(self, ev: ChildStopped) -> None:
+        p = self.pending.get(ev.call_id)
+        if p is not None:
+            self.pending[ev.call_id] = replace(p, status="delegated")
+            self.children[ev.call_id] = ev.state
 
     def _approval_decided(self, ev: ApprovalDecided) -> None:
         self.decisions[ev.decision.call_id] = ev.decision
@@ -235,6 +255,8 @@ class Journal:
             seq=seq,
             status=pause_status(pausing) if pausing else self.status,
             paused_at=seq if pausing else self.paused_at,
+            agent=self.agent,
+            children=tuple(self.children.values()),
         )
 
 
@@ -246,6 +268,8 @@ _FOLDS: dict[str, Callable[[Journal, Any], None]] = {
     "approval-requested": Journal._approval_requested,
     "question-asked": Journal._question_asked,
     "approval-decided": Journal._approval_decided,
+    "child-stopped": Journal._child_stopped,
+    "handed-off": Journal._handed_off,
     "compacted": Journal._compacted,
     "paused": Journal._paused,
     "cancelled": Journal._cancelled,

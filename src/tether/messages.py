@@ -1,8 +1,9 @@
 """Messages: the notes an agent writes in its notebook.
 
 A :class:`Message` is one frozen note (`system`, `user`, `assistant` or `tool`).
-An assistant message may carry :class:`ToolCall` requests; a tool message answers
-exactly one of them through ``tool_call_id``. Messages are plain values: they
+An assistant message may carry :class:`ToolCall` requests and the model's
+:class:`Reasoning` (sent back to the model where its vendor wants it); a tool
+message answers exactly one call through ``tool_call_id``. Messages are plain values: they
 compare by content, round-trip through JSON exactly (:meth:`Message.to_dict` /
 :meth:`Message.from_dict`) and convert to the OpenAI chat-completions wire shape.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -22,40 +23,83 @@ ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
 class Usage:
     """Tokens spent by model requests.
 
+    ``input_tokens`` counts every prompt token; ``cache_read_tokens`` and
+    ``cache_write_tokens`` say how many of them the provider read from, or
+    wrote to, its prompt cache (zero when it does not say).
+
     >>> Usage(input_tokens=10, output_tokens=2) + Usage(input_tokens=5, requests=1)
     Usage(input_tokens=15, output_tokens=2, requests=1)
+    >>> Usage(100, 5, 1, cache_read_tokens=80).to_dict()
+    {'input_tokens': 100, 'output_tokens': 5, 'requests': 1, 'cache_read_tokens': 80}
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     requests: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.requests + other.requests,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v}" for k, v in self.to_dict().items())
+        return f"Usage({fields})"
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "requests": self.requests,
-        }
+        """The counts as JSON; the cache counts only when non-zero (older readers know the rest)."""
+        data = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "requests": self.requests}
+        if self.cache_read_tokens:
+            data["cache_read_tokens"] = self.cache_read_tokens
+        if self.cache_write_tokens:
+            data["cache_write_tokens"] = self.cache_write_tokens
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Usage:
         check_keys(data, _USAGE_KEYS, "usage")
         values = [data.get(k) for k in ("input_tokens", "output_tokens", "requests")]
+        values += [data.get(k, 0) for k in ("cache_read_tokens", "cache_write_tokens")]
         counts = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
-        if len(counts) != 3:
-            raise ValueError(f"usage needs three integer counts, got {data!r}")
+        if len(counts) != len(values):
+            raise ValueError(f"usage needs integer counts, got {data!r}")
         return cls(*counts)
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """What the model thought before it answered, kept so that it can be sent back.
+
+    ``text`` is readable reasoning (or the vendor's summary of it);
+    ``signature`` is the vendor's seal on that text (Anthropic's thinking
+    blocks carry one, and must come back unchanged); ``redacted`` is reasoning
+    the vendor returns only as opaque data (Anthropic's ``redacted_thinking``).
+
+    >>> Reasoning("2 + 3 is 5.", signature="c2ln").to_dict()
+    {'text': '2 + 3 is 5.', 'signature': 'c2ln'}
+    """
+
+    text: str = ""
+    signature: str = ""
+    redacted: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {k: v for k, v in (("text", self.text), ("signature", self.signature), ("redacted", self.redacted)) if v}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Reasoning:
+        check_keys(data, _REASONING_KEYS, "reasoning")
+        return cls(_str(data, "text", ""), _str(data, "signature", ""), _str(data, "redacted", ""))
 
 
 def new_call_id() -> str:
@@ -109,14 +153,18 @@ class Message:
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
-    # Usage is bookkeeping about how the note was made, not part of the note.
+    reasoning: tuple[Reasoning, ...] = ()
+    # Usage and the model's name are bookkeeping about how the note was made, not part of the note.
     usage: Usage | None = field(default=None, compare=False)
+    model: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"unknown message role {self.role!r}")
         if self.tool_calls and self.role != "assistant":
             raise ValueError(f"only assistant messages carry tool calls, not {self.role!r}")
+        if self.reasoning and self.role != "assistant":
+            raise ValueError(f"only assistant messages carry reasoning, not {self.role!r}")
         if self.role == "tool" and not self.tool_call_id:
             raise ValueError("a tool message needs the tool_call_id it answers")
 
@@ -129,8 +177,14 @@ class Message:
         return cls("user", content)
 
     @classmethod
-    def assistant(cls, content: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()) -> Message:
-        return cls("assistant", content, tuple(tool_calls))
+    def assistant(
+        cls,
+        content: str = "",
+        tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
+        *,
+        reasoning: tuple[Reasoning, ...] | list[Reasoning] = (),
+    ) -> Message:
+        return cls("assistant", content, tuple(tool_calls), reasoning=tuple(reasoning))
 
     @classmethod
     def tool_result(
@@ -149,8 +203,12 @@ class Message:
             data["name"] = self.name
         if self.is_error:
             data["is_error"] = True
+        if self.reasoning:
+            data["reasoning"] = [r.to_dict() for r in self.reasoning]
         if self.usage is not None:
             data["usage"] = self.usage.to_dict()
+        if self.model is not None:
+            data["model"] = self.model
         return data
 
     @classmethod
@@ -159,8 +217,9 @@ class Message:
             raise ValueError(f"a message must be a JSON object, got {type(data).__name__}")
         check_keys(data, _MESSAGE_KEYS, "message")
         calls = data.get("tool_calls") or []
-        if not isinstance(calls, list):
-            raise ValueError("'tool_calls' must be a list")
+        reasoning = data.get("reasoning") or []
+        if not isinstance(calls, list) or not isinstance(reasoning, list):
+            raise ValueError("'tool_calls' and 'reasoning' must be lists")
         usage = data.get("usage")
         return cls(
             role=_str(data, "role"),  # type: ignore[arg-type]  # checked in __post_init__
@@ -169,7 +228,9 @@ class Message:
             tool_call_id=_opt_str(data, "tool_call_id"),
             name=_opt_str(data, "name"),
             is_error=bool(data.get("is_error", False)),
+            reasoning=tuple(Reasoning.from_dict(r) for r in reasoning),
             usage=Usage.from_dict(usage) if isinstance(usage, dict) else None,
+            model=_opt_str(data, "model"),
         )
 
     def to_openai(self) -> dict[str, Any]:
@@ -186,9 +247,10 @@ class Message:
         return data
 
 
-_USAGE_KEYS = frozenset(("input_tokens", "output_tokens", "requests"))
-_CALL_KEYS = frozenset(("id", "name", "arguments"))
-_MESSAGE_KEYS = frozenset(("role", "content", "tool_calls", "tool_call_id", "name", "is_error", "usage"))
+_USAGE_KEYS = frozenset(f.name for f in fields(Usage))
+_REASONING_KEYS = frozenset(f.name for f in fields(Reasoning))
+_CALL_KEYS = frozenset(f.name for f in fields(ToolCall))
+_MESSAGE_KEYS = frozenset(f.name for f in fields(Message))
 
 
 def check_keys(data: Any, allowed: frozenset[str], what: str) -> None:

@@ -34,11 +34,14 @@ from .events import (
     ApprovalDecided,
     ApprovalRequested,
     Cancelled,
+    ChildEvent,
+    ChildStopped,
     Compacted,
     ErrorKind,
     Event,
     Failed,
     Finished,
+    HandedOff,
     LimitReached,
     ModelReplied,
     Paused,
@@ -66,7 +69,7 @@ from .store import Lease, RunStore
 from .tools import Invocation, Tool, ToolTimedOut, result_text
 from .turn import Execute, Note, Step, Wait, plan
 
-__all__ = ["Input", "Observer", "Run", "Settings", "Watcher"]
+__all__ = ["Input", "Observer", "Parent", "Run", "Settings", "Watcher"]
 
 Input = str | Message | RunState | None
 
@@ -74,11 +77,16 @@ Input = str | Message | RunState | None
 class Settings(Protocol):
     """What the loop reads from the agent it runs (an :class:`~tether.agent.Agent`)."""
 
+    @property
+    def fingerprint(self) -> str: ...
+
+    def reachable(self, name: str) -> Settings | None: ...
+
     name: str
+    instructions: str | None
     policy: Policy
     tools: dict[str, Tool]
     tool_list: tuple[Tool, ...]
-    instructions: str | None
     max_steps: int
     max_tool_calls: int | None
     max_tokens: int | None
@@ -89,7 +97,6 @@ class Settings(Protocol):
     signing_key: bytes | None
     approver: Callable[[Tool, dict[str, Any], Context], bool] | None
     compactor: Callable[[Context], Context] | None
-    fingerprint: str
     lease_ttl: float
     observers: tuple[Observer, ...]
 
@@ -122,13 +129,20 @@ class Run:
         run_id: str | None = None,
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
+        parent: Parent | None = None,
     ) -> None:
-        self.agent = agent
+        self.agent = agent  # the agent driving the run now (a handoff changes it)
+        self.root = agent
+        self.fingerprint = agent.fingerprint
         self.input, self.prior, self.run_id = input, context, run_id
         self.cancel = cancel
         self.meta = _labels(meta)
-        self.store = agent.store
+        self.parent = parent
+        # A child run lives in its parent's store (or in memory with it) under its parent's key.
+        self.store = parent.store if parent is not None else agent.store
+        self.key = parent.key if parent is not None else agent.signing_key
         self.journal = Journal()
+        self._steps0 = self._tools0 = self._tokens0 = 0  # a child's counters when it (re)started
         self.ended = False
         self.limit: str | None = None
         self.lock = asyncio.Lock()
@@ -167,6 +181,8 @@ class Run:
                 yield ev
         elif (output := self._committed_output()) is not None:  # resumed after the answer was written
             yield await self.commit(Finished(output, self.journal.usage))
+        elif (target := self._transfer()) is not None:  # resumed after a transfer was written
+            yield await self._hand_off(target)
         while not self.ended:
             if stop := self._over_budget():
                 yield await self.commit(stop)
@@ -195,6 +211,8 @@ class Run:
     async def _start(self) -> list[Event]:
         if self.agent.max_seconds is not None:
             self.deadline = asyncio.get_running_loop().time() + self.agent.max_seconds
+        if self.parent is not None and self.parent.deadline is not None:
+            self.deadline = min(self.deadline or self.parent.deadline, self.parent.deadline)
         input = self.input
         if input is None and self.run_id is not None:
             await self._hold(self.run_id)
@@ -206,7 +224,10 @@ class Run:
             started = await self._new(input)
             await self._hold(started.run_id)
             first = [started]
-        return [await self.commit(ev) for ev in first]
+        out = [await self.commit(ev) for ev in first]
+        j = self.journal
+        self._steps0, self._tools0, self._tokens0 = j.steps, j.tool_calls, j.usage.total_tokens
+        return out
 
     async def _new(self, input: Input) -> RunStarted:
         if input is None:
@@ -218,15 +239,18 @@ class Run:
         if self.run_id and self.store is not None and await self.store.get(self.run_id) is not None:
             raise UserError(f"run {self.run_id!r} already exists in the store; resume it with run_id= alone")
         run_id = self.run_id or uuid.uuid4().hex
-        return RunStarted(run_id, tuple(notes), False, self.agent.fingerprint, self.agent.name, self.meta, self._model)
+        return RunStarted(
+            run_id, tuple(notes), False, self.fingerprint, self.agent.name, self.meta, _model_of(self.agent)
+        )
 
     async def _resume(self, state: RunState) -> list[Event]:
         self._check_resumable(state, trusted=False)
         stored = await self._check_against_store(state) if self.store is not None else None
         self.journal = Journal.from_state(state)
+        self._follow(self.journal.agent)
         if stored is not None:  # a state keeps the total usage only; the store knows it per model
             self.journal.usage_by_model = stored.usage_by_model
-        resumed = RunStarted(state.run_id, (), True, self.agent.fingerprint, self.agent.name, model=self._model)
+        resumed = RunStarted(state.run_id, (), True, self.fingerprint, self.agent.name, model=_model_of(self.agent))
         return [resumed, *(ApprovalDecided(d) for d in state.decisions)]
 
     async def _load(self) -> list[Event]:
@@ -241,30 +265,37 @@ class Run:
             raise StateError(f"run {self.run_id!r} was cancelled for good and cannot be resumed")
         self._check_resumable(journal.snapshot(), trusted=True)
         self.journal = journal  # a store's journal already holds its decisions
-        return [RunStarted(journal.run_id, (), True, self.agent.fingerprint, self.agent.name, model=self._model)]
-
-    @property
-    def _model(self) -> str:
-        """The model name of the agent's brain, when it has one (``policy.model``)."""
-        model = getattr(self.agent.policy, "model", None)
-        return model if isinstance(model, str) else ""
+        self._follow(journal.agent)
+        return [RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name, model=_model_of(self.agent))]
 
     def _check_resumable(self, state: RunState, *, trusted: bool) -> None:
-        if state.fingerprint != self.agent.fingerprint:
+        if state.fingerprint != self.fingerprint:
             raise StateIncompatible(
                 f"run {state.run_id!r} was paused with other tool definitions "
-                f"(fingerprint {state.fingerprint!r}, this agent has {self.agent.fingerprint!r})"
+                f"(fingerprint {state.fingerprint!r}, this agent has {self.fingerprint!r})"
             )
         if state.status == "finished" or (state.status == "running" and not trusted):
             raise StateError(f"run {state.run_id!r} is {state.status!r} and cannot be resumed")
-        key = self.agent.signing_key
+        key = self.key
         if key is not None:
-            if trusted:  # loaded from our own store; decisions still need signatures
-                for d in state.decisions:
-                    d.verify(key)
+            # Loaded from our own store, or a child state its verified parent carried: decisions still
+            # need their signatures.
+            if trusted or self.parent is not None:
+                state.verify_decisions(key)
             else:
                 state.verify(key)
         state.check_decisions()
+
+    def _follow(self, name: str) -> None:
+        """Drive the run with the agent its journal says drives it (after a handoff)."""
+        if not name or name == self.agent.name:
+            return
+        agent = self.root.reachable(name)
+        if agent is None:
+            raise StateIncompatible(
+                f"run {self.journal.run_id!r} is driven by agent {name!r}, which {self.root.name!r} cannot hand off to"
+            )
+        self.agent = agent
 
     async def _check_against_store(self, state: RunState) -> Journal:
         """With a store, its journal is the truth: a state that says otherwise is refused."""
@@ -281,7 +312,8 @@ class Run:
             )
 
         def claims(s: RunState) -> RunState:  # what the state says happened; decisions are checked apart
-            return dataclasses.replace(s, decisions=(), signature="", status="paused")
+            # Child runs are checked against their own journals when they resume.
+            return dataclasses.replace(s, decisions=(), signature="", status="paused", children=(), parent_call="")
 
         if claims(state) != claims(truth):
             raise StateTampered(
@@ -430,15 +462,33 @@ class Run:
                 return
             for step in todo:
                 yield await self.commit(ToolStarted(step.call, step.attempt))
-            for ev in await self._execute(todo):
+            async for ev in self._execute(todo):
                 yield ev
             if self.ended:
                 return
-        if waits := [s for s in steps if isinstance(s, Wait)]:
+        waits = [s for s in steps if isinstance(s, Wait)]
+        if waits or any(p.status == "delegated" for p in self.journal.pending.values()):
             for ev in await self._pause(waits):
                 yield ev
         elif (output := self._terminal_output()) is not None:
             yield await self.commit(Finished(output, self.journal.usage))
+        elif (target := self._transfer()) is not None:
+            yield await self._hand_off(target)
+
+    async def _hand_off(self, target: Settings) -> Event:
+        notes = (Message.system(target.instructions),) if target.instructions else ()
+        ev = await self.commit(HandedOff(target.name, notes, _model_of(target)))
+        self.agent = target
+        return ev
+
+    def _transfer(self) -> Settings | None:
+        """The agent a transfer of the turn that just ended hands the run to (the first one wins)."""
+        for call, result in self._turn_results():
+            tool = self.agent.tools.get(call.name)
+            if tool is not None and tool.handoff is not None and result is not None and not result.is_error:
+                target: Settings = tool.handoff
+                return target
+        return None
 
     def _plan(self) -> list[Step]:
         j, agent = self.journal, self.agent
@@ -450,6 +500,7 @@ class Run:
         return [plan(p, agent.tools, j.decisions.get(p.call.id), gate) for p in j.pending.values()]
 
     async def _pause(self, waits: list[Wait]) -> list[Event]:
+        """Ask for what the turn waits for, then pause with every open item of the run tree."""
         out = []
         for w in waits:
             if self.journal.pending[w.call.id].status != "proposed":
@@ -459,39 +510,58 @@ class Run:
             elif w.reason == "question":
                 asked = QuestionAsked(w.call, args_hash(w.call.arguments), _question_text(w.call))
                 out.append(await self.commit(asked))
-        reasons = {w.reason for w in waits}
+        items = self.journal.snapshot().items()
+        reasons = {_REASONS.get(i.status, "approval") for i in items}
         reason: PauseReason = next(r for r in ("outcome-unknown", "approval", "question") if r in reasons)
-        state = self.journal.snapshot(pausing=reason)
-        if self.agent.signing_key:
-            state = state.sign(self.agent.signing_key)
-        out.append(await self.commit(Paused(reason, tuple(w.call.id for w in waits), state)))
+        state = self._stamped(self.journal.snapshot(pausing=reason))
+        out.append(await self.commit(Paused(reason, tuple(i.id for i in items), state)))
         return out
 
-    async def _execute(self, todo: list[Execute]) -> list[Event]:
-        """Run the calls (concurrently when several); each result is committed as it lands."""
+    async def _execute(self, todo: list[Execute]) -> AsyncIterator[Event]:
+        """Run the calls (concurrently when several); each result is committed and yielded as it lands."""
         if len(todo) == 1 and self.cancel is None:
-            return [await self._call(todo[0])]
-        done: list[Event] = []
+            async for ev in self._call(todo[0]):
+                yield ev
+            return
+        landed: asyncio.Queue[Event | None] = asyncio.Queue()
 
         async def one(step: Execute) -> None:
-            done.append(await self._call(step))
+            async for ev in self._call(step):
+                landed.put_nowait(ev)
 
+        async def every_call() -> None:
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    calls = [tg.create_task(one(step)) for step in todo]
+                    if self.cancel is not None:
+                        watcher = tg.create_task(_watch(self.cancel))
+                        await asyncio.wait(calls)
+                        watcher.cancel()
+            finally:
+                landed.put_nowait(None)
+
+        runner = asyncio.create_task(every_call())
         try:
-            async with asyncio.TaskGroup() as tg:
-                calls = [tg.create_task(one(step)) for step in todo]
-                if self.cancel is not None:
-                    watcher = tg.create_task(_watch(self.cancel))
-                    await asyncio.wait(calls)
-                    watcher.cancel()
+            while (item := await landed.get()) is not None:
+                yield item
+            await runner
         except BaseExceptionGroup as group:
             real = group.subgroup(lambda e: not isinstance(e, _CancelRequested | BaseExceptionGroup))
             if real is not None:
                 raise real.exceptions[0] from None
             if not self.ended:
-                done.append(await self.commit(Cancelled("cancel requested")))
-        return done
+                yield await self.commit(Cancelled("cancel requested"))
+        finally:
+            if not runner.done():  # the consumer left: stop the calls
+                runner.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await runner
 
-    async def _call(self, step: Execute) -> Event:
+    async def _call(self, step: Execute) -> AsyncIterator[Event]:
+        if step.tool.agent is not None:
+            async for ev in self._delegate(step):
+                yield ev
+            return
         tool, call = step.tool, step.call
         invocation = Invocation(self.journal.run_id, call.id, tool.name)
         error: ErrorKind | None = None
@@ -511,7 +581,61 @@ class Run:
         except Exception as exc:
             text, error = f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", "raised"
         result = Message.tool_result(call.id, step.prefix + text, name=tool.name, is_error=error is not None)
-        return await self.commit(ToolFinished(result, error))
+        yield await self.commit(ToolFinished(result, error))
+
+    # -- runs inside runs --------------------------------------------------
+
+    async def _delegate(self, step: Execute) -> AsyncIterator[Event]:
+        """Run (or resume) the call's child run; its events show here, its ending settles the call."""
+        child_agent: Settings = step.tool.agent
+        call = step.call
+        child_id = f"{self.journal.run_id}/{call.id}"
+        task = await self._child_input(child_id, str(step.args.get("task", "")), call.id)
+        child = Run(child_agent, task, run_id=child_id, cancel=self.cancel, parent=self._left(call.id))
+        try:
+            async for ev in child.events():
+                yield ChildEvent(call.id, child_agent.name, ev)
+        except asyncio.CancelledError:
+            with contextlib.suppress(StoreError, OSError):  # keep the child's state with the parent's
+                await self.commit(ChildStopped(call.id, child.snapshot()))
+            raise
+        yield await self.commit(self._settle(call, child_agent.name, child.snapshot()))
+
+    async def _child_input(self, child_id: str, task: str, call_id: str) -> Input:
+        saved = self.journal.children.get(call_id)
+        if saved is not None and saved.decisions:
+            return saved  # decided in the state the caller passed in
+        if self.store is not None and await self.store.get(child_id) is not None:
+            return None  # resume the child from its own journal
+        return saved if saved is not None else task
+
+    def _left(self, call_id: str) -> Parent:
+        """What the parent has left, to bound the child it delegates to."""
+        agent, j = self.agent, self.journal
+        return Parent(
+            call_id=call_id,
+            store=self.store,
+            key=self.key,
+            deadline=self.deadline,
+            steps=max(agent.max_steps - j.steps, 0),
+            tool_calls=None if agent.max_tool_calls is None else max(agent.max_tool_calls - j.tool_calls, 0),
+            tokens=None if agent.max_tokens is None else max(agent.max_tokens - j.usage.total_tokens, 0),
+        )
+
+    def _settle(self, call: ToolCall, name: str, state: RunState) -> Event:
+        """How a child's ending becomes its parent's call result (or leaves the call waiting)."""
+        if state.status in ("paused", "needs-decision", "cancelled"):
+            return ChildStopped(call.id, state)  # it waits for a person, or it was interrupted: it resumes
+        usage = state.total_usage
+        last = state.messages[-1] if state.messages else None
+        if state.status == "finished":
+            answer = _child_answer(state)
+            return ToolFinished(dataclasses.replace(Message.tool_result(call.id, answer, name=call.name), usage=usage))
+        why = "reached a limit" if state.status == "limit-reached" else "failed"
+        said = f": {last.content}" if last is not None and last.role == "assistant" and last.content else ""
+        text = f"sub-agent {name!r} {why} before it finished{said}"
+        note = Message.tool_result(call.id, text, name=call.name, is_error=True)
+        return ToolFinished(dataclasses.replace(note, usage=usage), "stopped")
 
     # -- budgets and answers -----------------------------------------------
 
@@ -532,6 +656,19 @@ class Run:
             return LimitReached("cost", agent.max_cost)
         if agent.max_tool_calls is not None and j.tool_calls + new_calls > agent.max_tool_calls:
             return LimitReached("tool_calls", agent.max_tool_calls)
+        return self._over_parent_budget(new_calls, in_turn)
+
+    def _over_parent_budget(self, new_calls: int, in_turn: bool) -> Event | None:
+        """A child may spend no more than what its parent had left when it delegated."""
+        left, j = self.parent, self.journal
+        if left is None:
+            return None
+        if not in_turn and left.steps is not None and j.steps - self._steps0 >= left.steps:
+            return LimitReached("steps", left.steps)
+        if left.tokens is not None and j.usage.total_tokens - self._tokens0 >= left.tokens:
+            return LimitReached("tokens", left.tokens)
+        if left.tool_calls is not None and j.tool_calls - self._tools0 + new_calls > left.tool_calls:
+            return LimitReached("tool_calls", left.tool_calls)
         return None
 
     def _committed_output(self) -> str | None:
@@ -543,17 +680,21 @@ class Run:
 
     def _terminal_output(self) -> str | None:
         """The result of the first terminal tool of the turn that just ended, if any."""
+        for call, res in self._turn_results():
+            tool = self.agent.tools.get(call.name)
+            if tool is not None and tool.terminal and res is not None and not res.is_error:
+                return res.content
+        return None
+
+    def _turn_results(self) -> list[tuple[ToolCall, Message | None]]:
+        """The calls of the turn that just ended, each with its result."""
         ctx = self.journal.context
         results: dict[str | None, Message] = {}
         i = len(ctx) - 1
         while i >= 0 and ctx[i].role == "tool":
             results[ctx[i].tool_call_id] = ctx[i]
             i -= 1
-        for call in ctx[i].tool_calls if i >= 0 else ():
-            tool, res = self.agent.tools.get(call.name), results.get(call.id)
-            if tool is not None and tool.terminal and res is not None and not res.is_error:
-                return res.content
-        return None
+        return [(call, results.get(call.id)) for call in (ctx[i].tool_calls if i >= 0 else ())]
 
     def cost(self) -> float | None:
         """What the run's replies cost so far in US dollars (None when a model has no price)."""
@@ -565,7 +706,13 @@ class Run:
         state = self.journal.snapshot()
         if self.failure is not None:
             state = dataclasses.replace(state, status="failed")
-        return state.sign(self.agent.signing_key) if self.agent.signing_key else state
+        return self._stamped(state)
+
+    def _stamped(self, state: RunState) -> RunState:
+        """A child's state names its parent call (its root signs the tree); a root's is signed."""
+        if self.parent is not None:
+            return dataclasses.replace(state, parent_call=self.parent.call_id)
+        return state.sign(self.key) if self.key else state
 
 
 def _unique_call_ids(message: Message, seen: set[str]) -> Message:
@@ -589,6 +736,33 @@ def _unique_call_ids(message: Message, seen: set[str]) -> Message:
     return dataclasses.replace(message, tool_calls=tuple(calls))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Parent:
+    """What a child run inherits from the call that delegated to it: where it is journaled,
+    under which key, and what its parent had left to spend."""
+
+    call_id: str
+    store: RunStore | None
+    key: bytes | None
+    deadline: float | None
+    steps: int | None
+    tool_calls: int | None
+    tokens: int | None
+
+
+_REASONS: dict[str, PauseReason] = {
+    "started": "outcome-unknown",
+    "awaiting-answer": "question",
+    "awaiting-approval": "approval",
+}
+
+
+def _child_answer(state: RunState) -> str:
+    """A finished child's answer: its last assistant note, or the result of its terminal tool."""
+    last = state.messages[-1] if state.messages else None
+    return last.content if last is not None else ""
+
+
 class _CancelRequested(Exception):
     pass
 
@@ -603,6 +777,12 @@ def _question_text(call: ToolCall) -> str:
     except ValueError:
         return call.arguments
     return str(args.get("question", call.arguments)) if isinstance(args, dict) else call.arguments
+
+
+def _model_of(agent: Settings) -> str:
+    """The model name of an agent's brain, when it has one (``policy.model``)."""
+    model = getattr(agent.policy, "model", None)
+    return model if isinstance(model, str) else ""
 
 
 def _labels(meta: Mapping[str, str] | None) -> dict[str, str]:

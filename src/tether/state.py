@@ -44,7 +44,7 @@ MAX_STATE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 100
 """How deeply a state's JSON may nest (tool arguments included)."""
 Status = Literal["running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"]
-CallStatus = Literal["proposed", "awaiting-approval", "awaiting-answer", "started"]
+CallStatus = Literal["proposed", "awaiting-approval", "awaiting-answer", "started", "delegated"]
 Verdict = Literal["approve", "deny", "retry", "skip", "answer"]
 
 
@@ -121,29 +121,51 @@ def verdicts_for(status: CallStatus) -> tuple[Verdict, ...]:
 class PendingCall:
     """A call of the current turn that has no result yet.
 
-    >>> PendingCall(ToolCall("c1", "refund", '{"amount": 5}')).status
-    'proposed'
+    In a tree of runs (an agent used as a tool), an open item of a child run is
+    listed by the root with ``path``, the ids of the calls that delegated down to
+    it, and ``where``, the names of the agents along the way; ``id`` addresses
+    the item from the root and ``label`` shows it to a person.
+
+    >>> item = PendingCall(ToolCall("c7", "issue_refund", "{}"), path=("c1",), where=("support", "billing"))
+    >>> item.id, item.label
+    ('c1/c7', 'support › billing › issue_refund')
     """
 
     call: ToolCall
     status: CallStatus = "proposed"
     attempts: int = 0
     note: str = ""  # why a human is asked, when it is not the plain case (e.g. the gate raised)
+    path: tuple[str, ...] = ()
+    where: tuple[str, ...] = ()
 
     @property
     def args_hash(self) -> str:
         return args_hash(self.call.arguments)
 
+    @property
+    def id(self) -> str:
+        """The item's address from the root run: delegating call ids, then this call's id."""
+        return "/".join((*self.path, self.call.id))
+
+    @property
+    def label(self) -> str:
+        """Where the item waits, for a person: ``support › billing › issue_refund``."""
+        return " › ".join((*self.where, self.call.name))
+
     def to_dict(self) -> dict[str, Any]:
-        data = {"call": self.call.to_dict(), "status": self.status, "attempts": self.attempts}
-        return {**data, "note": self.note} if self.note else data
+        data: dict[str, Any] = {"call": self.call.to_dict(), "status": self.status, "attempts": self.attempts}
+        for name in ("note", "path", "where"):
+            if value := getattr(self, name):
+                data[name] = list(value) if isinstance(value, tuple) else value
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> PendingCall:
         check_keys(data, _PENDING_KEYS, "pending call")
         call = ToolCall.from_dict(data["call"])
         note = _typed(data, "note", str) if "note" in data else ""
-        return cls(call, _literal(data, "status", CallStatus), _typed(data, "attempts", int), note)
+        path, where = (_strings(data, name) for name in ("path", "where"))
+        return cls(call, _literal(data, "status", CallStatus), _typed(data, "attempts", int), note, path, where)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,15 +272,48 @@ class RunState:
     paused_at: int = 0
     signature: str = ""
     schema_version: int = SCHEMA_VERSION
+    agent: str = ""  # the name of the agent driving the run
+    parent_call: str = ""  # in a child run: the id of the parent's call that delegated to it
+    children: tuple[RunState, ...] = ()  # the child runs of delegated calls that have not finished
 
     def pending_call(self, call_id: str) -> PendingCall:
         for p in self.pending:
             if p.call.id == call_id:
                 return p
-        open_ids = [p.call.id for p in self.pending]
+        open_ids = [p.id for p in self.items()]
         raise StateError(f"call {call_id!r} is not waiting in run {self.run_id!r}; open calls: {open_ids}")
 
+    def child(self, call_id: str) -> RunState:
+        """The state of the child run that the call ``call_id`` delegated to."""
+        for c in self.children:
+            if c.parent_call == call_id:
+                return c
+        raise StateError(f"call {call_id!r} of run {self.run_id!r} has no child run waiting")
+
+    def items(self) -> tuple[PendingCall, ...]:
+        """Every open item of the run tree, each with its path from this run (delegated calls
+        themselves are not items: what waits is inside their child runs)."""
+        own = tuple(replace(p, where=(self.agent,) if self.agent and self.children else ()) for p in self.pending)
+        found = [p for p in own if p.status != "delegated"]
+        for c in self.children:
+            for item in c.items():
+                where = (self.agent or "agent", *(item.where or (c.agent or "agent",)))
+                found.append(replace(item, path=(c.parent_call, *item.path), where=where))
+        return tuple(found) if self.children else self.pending
+
+    @property
+    def total_usage(self) -> Usage:
+        """Usage of this run and of the child runs still open under it."""
+        total = self.usage
+        for c in self.children:
+            total = total + c.total_usage
+        return total
+
     def decision(self, call_id: str) -> Decision | None:
+        """The decision recorded for a call (or, with a path, for an item of a child run)."""
+        head, sep, rest = call_id.partition("/")
+        if sep:
+            return next((c.decision(rest) for c in self.children if c.parent_call == head), None)
         for d in self.decisions:
             if d.call_id == call_id:
                 return d
@@ -318,6 +373,12 @@ class RunState:
         ttl: float | None = None,
         answer: Any = None,
     ) -> RunState:
+        head, sep, rest = call_id.partition("/")
+        if sep:  # an item of a child run: decide there, keep the tree
+            child = self.child(head)._decide(
+                rest, verdict, args=args, message=message, by=by, key=key, ttl=ttl, answer=answer
+            )
+            return replace(self, children=tuple(child if c.parent_call == head else c for c in self.children))
         p = self.pending_call(call_id)
         wanted = verdicts_for(p.status)
         if verdict not in wanted:
@@ -344,7 +405,9 @@ class RunState:
     def _body(self) -> dict[str, Any]:
         data = self.to_dict()
         data.pop("signature")
-        data.pop("decisions")  # decisions carry their own signatures
+        data.pop("decisions")  # decisions carry their own signatures, in child runs too
+        if self.children:
+            data["children"] = [c._body() for c in self.children]
         return data
 
     def sign(self, key: bytes) -> RunState:
@@ -354,11 +417,21 @@ class RunState:
         """Raise :class:`StateTampered` unless the state and its decisions are signed by ``key``."""
         if not self.signature or not hmac.compare_digest(self.signature, _mac(key, self._body())):
             raise StateTampered(f"run state {self.run_id!r} has a bad or missing signature")
+        self.verify_decisions(key)
+
+    def verify_decisions(self, key: bytes) -> None:
+        """Raise unless every decision in the tree is signed by ``key`` (and not expired)."""
         for d in self.decisions:
             d.verify(key)
+        for c in self.children:
+            c.verify_decisions(key)
 
     def check_decisions(self) -> None:
-        """Each decision must name an open call of this run, once, by its exact arguments."""
+        """Each decision must name an open call of its run, once, by its exact arguments."""
+        for c in self.children:
+            if c.parent_call not in {p.call.id for p in self.pending if p.status == "delegated"}:
+                raise StateTampered(f"run state {self.run_id!r} has a child run for no delegated call")
+            c.check_decisions()
         ids = [d.call_id for d in self.decisions]
         if len(set(ids)) != len(ids):
             raise StateTampered(f"run state {self.run_id!r} holds two decisions for one call")
@@ -384,7 +457,11 @@ class RunState:
     # -- JSON --------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: _encode(getattr(self, name)) for name in _STATE_KEYS_ORDERED}
+        data = {name: _encode(getattr(self, name)) for name in _STATE_KEYS_ORDERED}
+        for name in _OPTIONAL_STATE_KEYS:  # kept out when empty: only a tree of runs has them
+            if not data[name]:
+                del data[name]
+        return data
 
     def to_json(self) -> str:
         return canonical_json(self.to_dict())
@@ -431,6 +508,9 @@ class RunState:
                 paused_at=_typed(data, "paused_at", int),
                 status=_literal(data, "status", Status),
                 signature=_typed(data, "signature", str),
+                agent=_typed(data, "agent", str) if "agent" in data else "",
+                parent_call=_typed(data, "parent_call", str) if "parent_call" in data else "",
+                children=tuple(cls.from_dict(c) for c in _typed(data, "children", list)) if "children" in data else (),
             )
         except StateError:
             raise
@@ -444,6 +524,7 @@ _DECISION_KEYS = frozenset(_DECISION_KEYS_ORDERED)
 _PENDING_KEYS = frozenset(f.name for f in fields(PendingCall))
 _STATE_KEYS_ORDERED = ("schema_version", *(f.name for f in fields(RunState) if f.name != "schema_version"))
 _STATE_KEYS = frozenset(_STATE_KEYS_ORDERED)
+_OPTIONAL_STATE_KEYS = ("parent_call", "children")
 
 
 def _encode(value: Any) -> Any:
@@ -458,6 +539,13 @@ def _expiry(value: Any) -> float | None:
     if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
         return value
     raise TypeError(f"field 'expires_at' must be a number or null, got {type(value).__name__}")
+
+
+def _strings(data: dict[str, Any], key: str) -> tuple[str, ...]:
+    values = data.get(key, [])
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise TypeError(f"field {key!r} must be a list of strings")
+    return tuple(values)
 
 
 def _literal(data: dict[str, Any], key: str, closed: Any) -> Any:

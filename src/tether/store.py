@@ -22,16 +22,17 @@ from any process, without running the agent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from .events import ApprovalDecided, Event
 from .exceptions import StateError
 from .journal import state_of
-from .state import RunState
+from .state import Decision, RunState
 
-__all__ = ["Lease", "RunInfo", "RunStore", "record_decisions"]
+__all__ = ["Lease", "RunInfo", "RunStore", "load_tree", "record_decisions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,19 +130,47 @@ async def record_decisions(
     >>> Agent(ScriptedModel(["Done."]), [refund], store=store).run_sync(run_id="r1").output
     'Done.'
     """
+    state = await load_tree(store, run_id)
+    decided = decide(state)
+    writes = list(_new_decisions(state, decided, replace))
+    for run, new in writes:  # each run's decisions go to its own journal, at the position it was seen
+        await store.append(run.run_id, [ApprovalDecided(d) for d in new], expected_seq=run.seq)
+    return decided
+
+
+async def load_tree(store: RunStore, run_id: str) -> RunState:
+    """The state of a stored run with the current state of every child run still open under it.
+
+    A delegated call's child run lives in the same store as ``<run id>/<call id>``;
+    its own journal (not the snapshot its parent kept) is the truth.
+    """
     events = await store.load(run_id)
     if not events:
         raise StateError(f"no run {run_id!r} in the store")
     state = state_of(events)
-    decided = decide(state)
-    new = [d for d in decided.decisions if state.decision(d.call_id) != d]
+    children = []
+    for kept in state.children:
+        child_id = f"{run_id}/{kept.parent_call}"
+        if await store.get(child_id) is None:
+            children.append(kept)  # journaled with its parent only
+            continue
+        child = await load_tree(store, child_id)
+        children.append(dataclasses.replace(child, parent_call=kept.parent_call, agent=kept.agent))
+    return dataclasses.replace(state, children=tuple(children))
+
+
+def _new_decisions(before: RunState, after: RunState, replace: bool) -> Iterator[tuple[RunState, list[Decision]]]:
+    """Per run of the tree, the decisions ``after`` adds to ``before`` (refusing silent changes)."""
+    new = [d for d in after.decisions if before.decision(d.call_id) != d]
     for d in new:
-        old = state.decision(d.call_id)
+        old = before.decision(d.call_id)
         if old is not None and not replace:
             by = f" by {old.by}" if old.by else ""
             raise StateError(
                 f"call {d.call_id!r} already has a recorded decision ({old.verdict}{by}); "
                 f"it stands until the run resumes, unless you replace it (replace=True)"
             )
-    await store.append(run_id, [ApprovalDecided(d) for d in new], expected_seq=state.seq)
-    return decided
+    if new:
+        yield before, new
+    for child in after.children:
+        yield from _new_decisions(before.child(child.parent_call), child, replace)

@@ -55,9 +55,11 @@ from .events import (
     TERMINAL,
     ApprovalDecided,
     ApprovalRequested,
+    ChildStopped,
     Compacted,
     Event,
     Failed,
+    HandedOff,
     LimitReached,
     ModelReplied,
     Paused,
@@ -250,7 +252,10 @@ class Spans:
             if not self.open:  # nothing was running but the brain: the model call failed
                 self._failed_chat(ev)
             self._fail(root, ev.error_type or "failed", ev.error)
-        self._finish_tools(ev.at, ev.kind)
+        if isinstance(ev, Paused):  # a delegating call waits with its child run: not an error
+            self._finish_tools(ev.at, None)
+        else:
+            self._finish_tools(ev.at, ev.kind)
         root.set_attribute("tether.run.status", next_status(ev) or "running")
         if isinstance(ev, LimitReached):
             root.set_attribute("tether.run.limit", ev.limit)
@@ -281,6 +286,11 @@ class Spans:
             attributes = {"gen_ai.tool.call.id": ev.decision.call_id, "tether.verdict": ev.decision.verdict}
         elif isinstance(ev, Compacted):
             attributes = {"tether.messages": len(ev.messages)}
+        elif isinstance(ev, HandedOff):  # another agent (maybe another model) drives the run from here
+            self.model = ev.model
+            attributes = {"gen_ai.agent.name": ev.agent}
+        elif isinstance(ev, ChildStopped):
+            attributes = {"gen_ai.tool.call.id": ev.call_id, "tether.child.status": ev.state.status}
         self.root.add_event(f"tether.{ev.kind}", attributes, timestamp=_ns(ev.at))
 
     # -- model calls ---------------------------------------------------------
@@ -298,7 +308,7 @@ class Spans:
 
     def _chat(self, ev: ModelReplied) -> None:
         span, reply = self._chat_span(ev.at), ev.message
-        response_model = getattr(reply, "model", None)  # Message.model, where a brain reports it
+        response_model = reply.model  # the model that answered, when the brain says
         if response_model:
             span.set_attribute("gen_ai.response.model", response_model)
         if reply.usage is not None:
@@ -353,10 +363,14 @@ class Spans:
             span.set_attribute("gen_ai.tool.call.result", result.content)
         span.end(end_time=_ns(ev.at))
 
-    def _finish_tools(self, at: float | None, why: str) -> None:
-        """End the tool spans the run stopped in the middle of (cancelled, failed, interrupted)."""
+    def _finish_tools(self, at: float | None, why: str | None) -> None:
+        """End the tool spans the run stopped in the middle of: failed (``why``: cancelled,
+        failed, interrupted...) or, with no ``why``, waiting (a sub-agent's call at a pause)."""
         for span in self.open.values():
-            self._fail(span, why, f"the run stopped ({why}) while the tool ran")
+            if why is None:
+                span.set_attribute("tether.tool.waiting", True)
+            else:
+                self._fail(span, why, f"the run stopped ({why}) while the tool ran")
             span.end(end_time=_ns(at))
         self.open.clear()
 
@@ -374,9 +388,10 @@ def _ns(at: float | None) -> int | None:
 def _set_usage(span: Span, usage: Usage) -> None:
     span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
     span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-    for field, name in (("cache_read_tokens", "cache_read"), ("cache_write_tokens", "cache_creation")):
-        if count := getattr(usage, field, 0):  # reported by some providers only
-            span.set_attribute(f"gen_ai.usage.{name}.input_tokens", count)
+    if usage.cache_read_tokens:  # reported by some providers only
+        span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens)
+    if usage.cache_write_tokens:
+        span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens)
 
 
 def _json(value: Any) -> str:

@@ -91,6 +91,8 @@ class Tool:
     inject: str | None = field(default=None, repr=False)  # name of the Invocation parameter
     answer: dict[str, Any] | None = None  # set: a question for a person, this is the answer's JSON Schema
     answer_validator: Any = field(default=None, repr=False)  # a pydantic TypeAdapter of the answer
+    agent: Any = field(default=None, repr=False)  # set: calling it runs this agent as a child run
+    handoff: Any = field(default=None, repr=False)  # set: calling it hands the run over to this agent
 
     def __post_init__(self) -> None:
         from .exceptions import UserError

@@ -25,12 +25,14 @@ from .events import (
     ApprovalDecided,
     ApprovalRequested,
     Cancelled,
+    ChildEvent,
     Compacted,
     Event,
     Failed,
     LimitReached,
     ModelReplied,
     Paused,
+    QuestionAsked,
     RunStarted,
     ToolFinished,
 )
@@ -43,50 +45,66 @@ def _short(text: str, width: int) -> str:
 
 
 def render(run: Iterable[Event] | Context | Iterable[Message], *, name: str = "agent", width: int = 200) -> str:
-    """The trace of a run's events, a Context, or a list of messages, as text."""
+    """The trace of a run's events, a Context, or a list of messages, as text.
+
+    A child run's events (an agent used as a tool) are told under the call that
+    delegated to it, indented, in the child agent's name.
+    """
     lines: list[str] = []
     for item in run:
-        if isinstance(item, Message):
-            _message(lines, item, name, width)
-        elif isinstance(item, RunStarted):
-            for m in item.messages:
-                _message(lines, m, name, width)
-        elif isinstance(item, ModelReplied):
-            _message(lines, item.message, name, width)
-        elif isinstance(item, ToolFinished):
-            _message(lines, item.result, name, width)
-        else:
-            _event(lines, item, width)
+        _item(lines, item, name, width, "")
     return "\n".join(lines)
 
 
-def _message(lines: list[str], m: Message, name: str, width: int) -> None:
+def _item(lines: list[str], item: Event | Message, name: str, width: int, indent: str) -> None:
+    if isinstance(item, Message):
+        _message(lines, item, name, width, indent)
+    elif isinstance(item, ChildEvent):
+        _item(lines, item.event, item.agent, width, indent + "    ")
+    elif isinstance(item, RunStarted):
+        if item.resumed and indent:
+            lines.append(f"{indent}  ({name} resumes)")
+        for m in item.messages:
+            _message(lines, m, name, width, indent)
+    elif isinstance(item, ModelReplied):
+        _message(lines, item.message, name, width, indent)
+    elif isinstance(item, ToolFinished):
+        _message(lines, item.result, name, width, indent)
+    else:
+        _event(lines, item, width, indent)
+
+
+def _message(lines: list[str], m: Message, name: str, width: int, indent: str) -> None:
     if m.role == "user":
-        lines.append(f'you asked: "{_short(m.content, width)}"')
+        asker = f"{name} was asked" if indent else "you asked"
+        lines.append(f'{indent}{asker}: "{_short(m.content, width)}"')
     elif m.role == "assistant" and m.tool_calls:
         if m.content:
-            lines.append(f"  {name} thought: {_short(m.content, width)}")
+            lines.append(f"{indent}  {name} thought: {_short(m.content, width)}")
         for c in m.tool_calls:
-            lines.append(f"  {name} calls: {c.name}({_short(c.arguments, width)})")
+            lines.append(f"{indent}  {name} calls: {c.name}({_short(c.arguments, width)})")
     elif m.role == "assistant":
-        lines.append(f"  final answer: {_short(m.content, width)}")
+        who = f"{name} " if indent else ""
+        lines.append(f"{indent}  {who}final answer: {_short(m.content, width)}")
     elif m.role == "tool":
         verb = "failed" if m.is_error else "returned"
-        lines.append(f"    -> {m.name or 'tool'} {verb}: {_short(m.content, width)}")
+        lines.append(f"{indent}    -> {m.name or 'tool'} {verb}: {_short(m.content, width)}")
 
 
-def _event(lines: list[str], ev: Event, width: int) -> None:
+def _event(lines: list[str], ev: Event, width: int, indent: str) -> None:
     if isinstance(ev, ApprovalRequested):
-        lines.append(f"    ?? {ev.call.name} waits for a human decision")
+        lines.append(f"{indent}    ?? {ev.call.name} waits for a human decision")
+    elif isinstance(ev, QuestionAsked):
+        lines.append(f'{indent}    ?? {ev.call.name} asks a person: "{_short(ev.question, width)}"')
     elif isinstance(ev, ApprovalDecided):
-        lines.append(f"    !! a human said {ev.decision.verdict} to {ev.decision.call_id}")
+        lines.append(f"{indent}    !! a human said {ev.decision.verdict} to {ev.decision.call_id}")
     elif isinstance(ev, Paused):
-        lines.append(f"  (paused: {ev.reason})")
+        lines.append(f"{indent}  (paused: {ev.reason})")
     elif isinstance(ev, Failed):
-        lines.append(f"  (failed: {_short(ev.error, width)})")
+        lines.append(f"{indent}  (failed: {_short(ev.error, width)})")
     elif isinstance(ev, Cancelled):
-        lines.append("  (cancelled)")
+        lines.append(f"{indent}  (cancelled)")
     elif isinstance(ev, LimitReached):
-        lines.append(f"  (stopped: the {ev.limit} limit of {ev.value:g} was reached)")
+        lines.append(f"{indent}  (stopped: the {ev.limit} limit of {ev.value:g} was reached)")
     elif isinstance(ev, Compacted):
-        lines.append("  (older notes were summarised)")
+        lines.append(f"{indent}  (older notes were summarised)")

@@ -89,6 +89,8 @@ def plan(open: PendingCall, tools: Mapping[str, Tool], decision: Decision | None
     attempt = open.attempts + 1
     if tool.is_question:
         return _answered(call, tool, decision)
+    if tool.agent is not None and open.status in ("started", "delegated"):
+        return Execute(call, tool, args, attempt)  # resume the same child run: its journal settles its effects
     if open.status == "started":
         return _interrupted(call, tool, args, attempt, decision)
     # A call asked about once stays gated: the gates of the agent that resumes it cannot waive it.

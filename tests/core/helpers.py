@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether import Event
+from tether import ChildEvent, Event
 from tether.events import to_dict
 
 
@@ -16,6 +16,9 @@ def compact(events: tuple[Event, ...] | list[Event]) -> list[Any]:
     """Events as short, stable tuples for snapshots (no run ids, no fingerprints)."""
     out: list[Any] = []
     for e in events:
+        if isinstance(e, ChildEvent):  # a child run's event: who, and the event as compact as ours
+            out.append(("child", e.agent, compact([e.event])[0]))
+            continue
         d = to_dict(e)
         kind = d.pop("kind")
         d.pop("run_id", None)

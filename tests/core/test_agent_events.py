@@ -417,6 +417,34 @@ def test_agent_as_tool_delegates_to_a_sub_agent() -> None:
             ("run-started", {"messages": ["user: where is B7?"], "resumed": False}),
             ("model-replied", {"text": "", "calls": ['call_1_0:researcher{"task": "where is B7?"}']}),
             ("tool-started", {"id": "call_1_0", "attempt": 1}),
+            ("child", "researcher", ("run-started", {"messages": ["user: where is B7?"], "resumed": False})),
+            (
+                "child",
+                "researcher",
+                ("model-replied", {"text": "", "calls": ['call_1_0:look_up_order{"order_id": "B7"}']}),
+            ),
+            ("child", "researcher", ("tool-started", {"id": "call_1_0", "attempt": 1})),
+            (
+                "child",
+                "researcher",
+                (
+                    "tool-finished",
+                    {
+                        "id": "call_1_0",
+                        "content": "B7: Wireless Headphones, $79, delivered, reported defective",
+                        "error": None,
+                    },
+                ),
+            ),
+            ("child", "researcher", ("model-replied", {"text": "B7 is delivered", "calls": []})),
+            (
+                "child",
+                "researcher",
+                (
+                    "finished",
+                    {"output": "B7 is delivered", "usage": {"input_tokens": 0, "output_tokens": 0, "requests": 0}},
+                ),
+            ),
             ("tool-finished", {"id": "call_1_0", "content": "B7 is delivered", "error": None}),
             ("model-replied", {"text": "Your order B7 is delivered.", "calls": []}),
             (

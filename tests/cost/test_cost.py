@@ -181,3 +181,31 @@ def test_a_brain_that_reports_no_usage_costs_nothing_and_never_trips_the_budget(
     brain = named(ScriptedModel([Action("look_up", {"order": "A1"}), "Delivered."]), "gpt-4o")
     result = Agent(brain, [look_up], max_cost=0.0001).run_sync("Where is A1?")
     assert (result.status, result.cost) == ("finished", 0.0)
+
+
+def test_a_reply_is_priced_by_the_model_its_provider_reports() -> None:
+    brain = named(
+        ScriptedModel([Message("assistant", "hi", usage=Usage(1_000_000, 0, 1), model="deepseek-chat")]), "gpt-4o"
+    )
+    assert Agent(brain).run_sync("hello").cost == pytest.approx(0.28)
+
+
+def test_after_a_handoff_replies_are_priced_by_the_new_agents_model() -> None:
+    billing = Agent(named(ScriptedModel([said("Refunded.", tokens=(1_000_000, 0))]), "deepseek-chat"), name="billing")
+    transfer = said("", call("transfer_to_billing", reason="money"), tokens=(1_000_000, 0))
+    triage = Agent(named(ScriptedModel([transfer]), "gpt-4o"), name="triage", handoffs=[billing])
+    result = triage.run_sync("I want a refund")
+    assert result.output == "Refunded."
+    assert result.cost == pytest.approx(2.50 + 0.28)
+
+
+def test_a_sub_agents_spending_counts_in_its_parents_cost_and_budget() -> None:
+    researcher = Agent(
+        named(ScriptedModel([said("B7 is delivered", tokens=(1_000_000, 0))]), "gpt-4o"), name="researcher"
+    )
+    boss = named(
+        ScriptedModel([said("", call("researcher", task="where is B7?"), tokens=(0, 0)), said("Delivered.")]), "gpt-4o"
+    )
+    result = Agent(boss, [researcher.as_tool(description="Research orders.")], max_cost=1.0).run_sync("where is B7?")
+    assert result.status == "limit-reached" and result.limit == "cost"  # the child spent $2.50 of the $1
+    assert result.cost == pytest.approx(2.50)

@@ -54,7 +54,7 @@ from typing import Any
 __all__ = ["FakeServer", "Reply", "Request", "Turn", "anthropic_events", "openai_events", "turn"]
 
 SSEItem = dict[str, Any] | str | tuple[str, dict[str, Any] | str]
-"""One server-sent event: JSON data, raw data text, or ``(event name, data)``."""
+"""One server-sent event: JSON data, raw data text, or ``(event name, data)``; ``(":", text)`` is a comment."""
 
 
 @dataclass(frozen=True)
@@ -333,6 +333,8 @@ def render(t: Turn, request: Request) -> Reply:
 
 def encode_event(item: SSEItem) -> bytes:
     name, data = item if isinstance(item, tuple) else (None, item)
+    if name == ":":
+        return f": {data}\n\n".encode()  # a comment line (keep-alive, "OPENROUTER PROCESSING")
     text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
     lines = [f"event: {name}"] if name else []
     lines += [f"data: {line}" for line in text.split("\n")]

@@ -43,7 +43,8 @@ async def test_a_plain_answer(make: Make, server: FakeServer, flavor: tuple[str,
     if shape == "openai":
         assert body["messages"] == [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "hi"}]
     else:
-        assert body["system"] == "Be kind." and body["messages"] == [{"role": "user", "content": "hi"}]
+        system = [{"type": "text", "text": "Be kind.", "cache_control": {"type": "ephemeral"}}]  # a cache breakpoint
+        assert body["system"] == system and body["messages"] == [{"role": "user", "content": "hi"}]
     server.assert_consumed()
 
 

@@ -79,6 +79,7 @@ async def test_the_request_carries_headers_tools_and_options(make: Make, server:
         temperature=0.0,
         tool_choice="required",
         parallel_tool_calls=False,
+        cache=False,  # the cache breakpoints have their own test
     ).decide(CONTEXT, (look_up,))
     request = server.requests[0]
     assert request.path == "/v1/messages"

@@ -321,3 +321,27 @@ def test_a_run_paused_in_one_process_and_resumed_in_another_has_two_linked_trace
     assert {s["trace_id"] for s in second["spans"]} == {root2["trace_id"]}
     assert next(e for e in second["spans"] if e["name"] == "execute_tool refund")["parent"] == root2["span_id"]
     assert root2["attributes"]["tether.run.resumed"] is True
+
+
+def test_after_a_handoff_model_calls_are_named_by_the_new_agents_model(traces: Traces) -> None:
+    billing = Agent(named(ScriptedModel(["Refunded."]), "deepseek-chat"), name="billing")
+    triage = Agent(named(ScriptedModel([Action("transfer_to_billing", {"reason": "money"})])), name="triage",
+                   handoffs=[billing], observers=[Tracing(traces.tracer)])  # fmt: skip
+    assert triage.run_sync("I want a refund").output == "Refunded."
+    root = traces.one("invoke_agent triage")
+    assert [(e.name, dict(e.attributes or {})) for e in root.events] == [
+        ("tether.handed-off", {"gen_ai.agent.name": "billing"})
+    ]
+    assert len(traces.named("chat gpt-4o")) == 1 and len(traces.named("chat deepseek-chat")) == 1
+    assert traces.one("execute_tool transfer_to_billing").status.status_code == StatusCode.UNSET
+
+
+def test_a_call_waiting_on_a_paused_sub_agent_is_not_an_error(traces: Traces) -> None:
+    clerk = Agent(named(ScriptedModel([Action("refund", {"order": "A1"})])), [refund], name="clerk")
+    boss = Agent(named(ScriptedModel([Action("clerk", {"task": "refund A1"})])), [clerk.as_tool(description="Clerk.")],
+                 observers=[Tracing(traces.tracer)])  # fmt: skip
+    assert boss.run_sync("Refund A1").status == "paused"
+    waiting = traces.one("execute_tool clerk")
+    assert waiting.status.status_code == StatusCode.UNSET
+    assert waiting.attributes is not None and waiting.attributes["tether.tool.waiting"] is True
+    assert [e.name for e in traces.one("invoke_agent agent").events] == ["tether.child-stopped"]

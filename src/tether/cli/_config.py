@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
+from ..providers.presets import PRESETS
 from ._errors import ConfigError
 
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ def default_store_url(workspace: Path) -> str:
 
 
 def parse_model(text: str | None, base_url: str | None = None) -> ModelSpec:
-    """``openai:NAME``, ``anthropic:NAME``, ``local[:NAME]``, ``scripted:FILE`` or a bare NAME.
+    """``openai:NAME``, ``anthropic:NAME``, a preset (``groq:NAME``...), ``local[:NAME]``, ``scripted:FILE`` or NAME.
 
     A bare name is an OpenAI-compatible model. A name with a colon that is not
     one of those prefixes is accepted as a model name only with a base URL
@@ -163,7 +164,7 @@ def parse_model(text: str | None, base_url: str | None = None) -> ModelSpec:
     if not text:
         return ModelSpec("local", "", "local")
     prefix, colon, rest = text.partition(":")
-    if text == "local" or (colon and prefix in PROVIDERS):
+    if text == "local" or (colon and (prefix in PROVIDERS or prefix in PRESETS)):
         if prefix != "local" and not rest:
             raise ConfigError(f"model {text!r} names no model after {prefix + ':'!r}")
         return ModelSpec(prefix, rest, text)
@@ -184,14 +185,17 @@ def make_policy(settings: Settings) -> Policy:
         return load_script(spec.name)
     if spec.provider == "local":
         return _local_model(spec)
+    preset = PRESETS.get(spec.provider) if spec.provider != "openai" else None  # groq:, ollama:...
     default = "https://api.anthropic.com" if spec.provider == "anthropic" else OPENAI_URL
-    base_url = settings.base_url or default
+    base_url = settings.base_url or (preset.base_url if preset else default)
     key = _api_key(spec, settings, base_url)
+    kwargs: dict[str, Any] = {"base_url": base_url, "api_key": key}
     if spec.provider == "anthropic":
         provider = _import_provider("tether.providers.anthropic", "Anthropic")
     else:
         provider = _import_provider("tether.providers.openai_compat", "OpenAICompatible")
-    return _construct(provider, spec, {"base_url": base_url, "api_key": key})
+        kwargs.update({"preset": preset} if preset else {})
+    return _construct(provider, spec, kwargs)
 
 
 def _api_key(spec: ModelSpec, settings: Settings, base_url: str | None) -> str | None:
@@ -199,7 +203,7 @@ def _api_key(spec: ModelSpec, settings: Settings, base_url: str | None) -> str |
 
     A server of your own (Ollama, vLLM, llama.cpp) usually wants none.
     """
-    name = settings.api_key_env or DEFAULT_KEY_ENV[spec.provider]
+    name = settings.api_key_env or DEFAULT_KEY_ENV.get(spec.provider) or PRESETS[spec.provider].key_env
     key = settings.env.get(name)
     if key:
         return key

@@ -6,6 +6,13 @@
 * :class:`LocalModel`: a small GGUF model in-process, offline (``tether[local]``).
 * :class:`ConstrainedOpenAI`: JSON-Schema-constrained tool calls over any
   OpenAI-compatible server that supports ``response_format`` (small models).
+* :class:`Fallback`: a primary policy and its backups, tried in turn after a
+  provider failure.
+
+:class:`HTTPOptions` holds the connection settings the HTTP providers share;
+a :class:`Preset` names an OpenAI-compatible endpoint tether knows
+(``OpenAICompatible(name, preset="groq")``; all of them are in
+:data:`tether.providers.presets.PRESETS`).
 
 Both stream, retry transient faults with backoff, and raise
 :class:`~tether.exceptions.ProviderError` when retries run out (the agent then
@@ -20,33 +27,50 @@ ends the run as ``failed``, resumable). Names are imported on first use, so
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import typing as _typing
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .anthropic import Anthropic
     from .constrained import ConstrainedOpenAI
+    from .fallback import Fallback
     from .local import LocalModel
     from .openai_compat import OpenAICompatible
+    from .options import HTTPOptions
+    from .presets import Preset
 
-__all__ = ["Anthropic", "ConstrainedOpenAI", "LocalModel", "OpenAICompatible"]
+__all__ = [
+    "Anthropic",
+    "ConstrainedOpenAI",
+    "Fallback",
+    "HTTPOptions",
+    "LocalModel",
+    "OpenAICompatible",
+    "Preset",
+]
 
 _HOMES = {
     "Anthropic": ".anthropic",
     "ConstrainedOpenAI": ".constrained",
+    "Fallback": ".fallback",
+    "HTTPOptions": ".options",
     "LocalModel": ".local",
     "OpenAICompatible": ".openai_compat",
+    "Preset": ".presets",
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home, __name__), name)
+    value = getattr(_importlib.import_module(home, __name__), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    return list(__all__)
+
+
+del annotations  # the __future__ import binds a name; the namespace holds only the public API

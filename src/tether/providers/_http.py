@@ -26,9 +26,8 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar, Protocol
-from urllib.parse import urlsplit
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any, Protocol
 
 import httpx
 
@@ -37,13 +36,13 @@ from ..exceptions import ProviderError, UserError
 from ..messages import Message
 from ..policy import check_model_request
 from ..tools import Tool
-from ._retry import MAX_WAIT, retry_delay, should_retry
+from ._retry import retry_delay, should_retry
 from ._sse import ServerSentEvent, SSEDecoder
+from ._stream import final_message
+from .options import HTTPOptions, Sleep
 
-MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 _EXCERPT = 500
 _KEPT_BODY = 64 * 1024
-Sleep = Callable[[float], Awaitable[Any]]
 
 
 class AttemptFailed(Exception):
@@ -87,71 +86,62 @@ class StreamReader(Protocol):
 class HTTPPolicy:
     """A policy that asks a model over HTTP (base class; see the subclasses).
 
+    A subclass names its endpoint (``path`` below ``default_base_url``, the
+    ``key_env`` and ``label``) and its wire shape; the connection, retry and
+    transport settings arrive as one :class:`~tether.providers.HTTPOptions`.
     The agent loop calls :meth:`stream` (text pieces, then one Message) or
     :meth:`decide` (just the Message). One ``httpx.AsyncClient`` per instance
     and event loop is kept and reused; close it with :meth:`aclose` or
     ``async with``.
     """
 
-    label: ClassVar[str] = "provider"
-    key_env: ClassVar[str] = ""
-    default_base_url: ClassVar[str] = ""
+    label: str = "provider"
+    key_env: str = ""  # where the key lives when neither api_key nor api_key_env is given
+    default_base_url: str = ""
+    needs_key: bool = True  # the default endpoint refuses requests without a key
+    path: str = ""  # the endpoint, below base_url
 
     def __init__(
         self,
         model: str,
+        options: HTTPOptions,
         *,
-        base_url: str,
-        api_key: str | None,
-        api_key_env: str | None,
-        stream: bool,
-        max_retries: int,
-        timeout: float,
-        max_retry_wait: float,
-        max_response_bytes: int,
-        extra_body: Mapping[str, Any] | None,
-        extra_headers: Mapping[str, str] | None,
-        http_client: httpx.AsyncClient | None,
-        transport: httpx.AsyncBaseTransport | None,
-        sleep: Sleep | None,
+        tool_choice: str | dict[str, Any] | None = None,
+        parallel_tool_calls: bool | None = None,
     ) -> None:
-        if max_retries < 0:
-            raise UserError(f"max_retries must be >= 0, got {max_retries!r}")
-        if urlsplit(base_url).scheme not in ("http", "https"):
-            raise UserError(f"base_url must be an http(s) URL, got {base_url!r}")
-        if http_client is not None and transport is not None:
-            raise UserError("give either http_client or transport, not both")
         self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.streaming = stream
-        self.max_retries = max_retries
-        self.timeout = timeout
-        self.max_retry_wait = max_retry_wait
-        self.max_response_bytes = max_response_bytes
-        self.extra_body = dict(extra_body or {})
-        if "messages" in self.extra_body:
-            raise UserError("extra_body must not set 'messages'; the context provides them")
-        self.api_key = self._find_key(api_key, api_key_env)
-        self.extra_headers = dict(extra_headers or {})
-        self._given_client = http_client
-        self._transport = transport
-        self._sleep: Sleep = sleep if sleep is not None else asyncio.sleep
+        self.options = options
+        self.base_url = (options.base_url or self.default_base_url).rstrip("/")
+        self.url = self.base_url + self.path
+        self.tool_choice = tool_choice_value(tool_choice)
+        self.parallel_tool_calls = parallel_tool_calls
+        self.streaming = options.stream
+        self.max_retries = options.max_retries
+        self.timeout = options.timeout
+        self.max_retry_wait = options.max_retry_wait
+        self.max_response_bytes = options.max_response_bytes
+        self.extra_body = dict(options.extra_body or {})
+        self.extra_headers = dict(options.extra_headers or {})
+        self.api_key = self._find_key(options.api_key, options.api_key_env)
+        self._sleep: Sleep = options.sleep if options.sleep is not None else asyncio.sleep
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._closer: asyncio.Task[None] | None = None
+        self._tools_cache: tuple[Sequence[Tool], list[dict[str, Any]]] | None = None
 
     def _find_key(self, api_key: str | None, api_key_env: str | None) -> str | None:
         if api_key is not None:
             return api_key
         key = os.environ.get(api_key_env or self.key_env) or None
-        if key is None and (api_key_env or self.base_url == self.default_base_url):
+        required = api_key_env or (self.needs_key and self.base_url == self.default_base_url.rstrip("/"))
+        if key is None and required:
             raise UserError(f"{self.label} needs an API key: pass api_key=... or set {api_key_env or self.key_env}")
         return key
 
     # -- what a subclass provides -----------------------------------------
 
-    @property
-    def url(self) -> str:
+    def tool_definition(self, tool: Tool) -> dict[str, Any]:
+        """How one tool is offered to the model."""
         raise NotImplementedError
 
     def headers(self) -> dict[str, str]:
@@ -169,15 +159,20 @@ class HTTPPolicy:
     def reader(self) -> StreamReader:
         raise NotImplementedError
 
+    def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
+        """The tools as offered; the agent passes the same tuple every turn, so they are built once."""
+        cached = self._tools_cache
+        if cached is not None and cached[0] is tools:
+            return cached[1]
+        defs = [self.tool_definition(t) for t in tools]
+        self._tools_cache = (tools, defs)
+        return defs
+
     # -- the Policy interface ---------------------------------------------
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
         """The model's next message (streamed or not, per ``stream=``)."""
-        async with contextlib.aclosing(self.stream(context, tools)) as pieces:
-            async for piece in pieces:
-                if isinstance(piece, Message):
-                    return piece
-        raise AssertionError("unreachable: stream() always ends with a Message")
+        return await final_message(self.stream(context, tools))
 
     async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncGenerator[str | Message, None]:
         """Text pieces as they arrive, then the complete Message (with usage)."""
@@ -223,14 +218,14 @@ class HTTPPolicy:
     # -- one attempt ---------------------------------------------------------
 
     def _http(self) -> httpx.AsyncClient:
-        if self._given_client is not None:
-            return self._given_client
+        if self.options.http_client is not None:
+            return self.options.http_client
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
             # Pooled connections belong to one event loop; a new loop (another
             # asyncio.run) gets a new pool.
             self._client = httpx.AsyncClient(
-                transport=self._transport,
+                transport=self.options.transport,
                 timeout=httpx.Timeout(self.timeout),
                 limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
             )
@@ -387,4 +382,4 @@ def tool_choice_value(choice: str | dict[str, Any] | None) -> str | dict[str, An
     raise UserError(f"tool_choice must be a string or a dict, got {type(choice).__name__}")
 
 
-__all__ = ["MAX_RESPONSE_BYTES", "MAX_WAIT", "AttemptFailed", "HTTPPolicy", "StreamReader"]
+__all__ = ["AttemptFailed", "HTTPPolicy", "StreamReader"]

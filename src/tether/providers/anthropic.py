@@ -4,11 +4,23 @@ System messages become the ``system`` prompt; assistant tool calls become
 ``tool_use`` blocks; consecutive tool results become ``tool_result`` blocks of
 one user message (with ``is_error`` when the call failed); tools are offered
 with their ``input_schema``. Streaming reads ``message_start``,
-``content_block_start`` / ``content_block_delta`` (``text_delta`` and
-``input_json_delta``), ``message_delta`` (stop reason and usage),
-``message_stop`` and ``error`` events. Faults follow the same retry policy as
-every tether provider; an ``overloaded_error`` inside a 200 stream discards the
-partial turn and retries it.
+``content_block_start`` / ``content_block_delta`` (``text_delta``,
+``input_json_delta``, ``thinking_delta`` and ``signature_delta``),
+``message_delta`` (stop reason and usage), ``message_stop`` and ``error``
+events. Faults follow the same retry policy as every tether provider; an
+``overloaded_error`` inside a 200 stream discards the partial turn and retries it.
+
+Extended thinking: ``thinking`` and ``redacted_thinking`` blocks become the
+reply's :class:`~tether.messages.Reasoning` (text and signature, or the opaque
+data) and go back verbatim, before the text and tool calls of their turn, on
+every later request: that is what lets a thinking model use tools.
+
+Prompt caching (``cache=True``, the default) marks three breakpoints that
+never move: the last tool, the system prompt, and the request itself
+(top-level ``cache_control``: Anthropic puts that one on the last block and
+moves it forward as the conversation grows). The body of each request in a run
+therefore stays a byte-prefix of the next one, and the cache counts come back
+as ``Usage.cache_read_tokens`` / ``cache_write_tokens``.
 
 >>> from tether import Agent
 >>> model = Anthropic("claude-sonnet-4-5")                   # doctest: +SKIP
@@ -19,28 +31,18 @@ partial turn and retries it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
 from ..context import Context
-from ..messages import Message, ToolCall, Usage, new_call_id
+from ..exceptions import UserError
+from ..messages import Message, Reasoning, ToolCall, Usage, new_call_id
 from ..tools import Tool
-from ._http import (
-    MAX_RESPONSE_BYTES,
-    MAX_WAIT,
-    AttemptFailed,
-    HTTPPolicy,
-    Sleep,
-    dumps,
-    error_message,
-    excerpt,
-    tool_choice_value,
-)
+from ._http import AttemptFailed, HTTPPolicy, dumps, error_message, excerpt
 from ._sse import ServerSentEvent
+from .options import HTTPOptions, merged
 
-__all__ = ["ANTHROPIC_VERSION", "Anthropic", "to_anthropic"]
+__all__ = ["ANTHROPIC_VERSION", "EPHEMERAL", "Anthropic", "to_anthropic"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 # Error types in a stream's ``error`` event that another attempt may fix.
@@ -53,62 +55,40 @@ class Anthropic(HTTPPolicy):
     ``api_key`` defaults to ``$ANTHROPIC_API_KEY``. ``tool_choice`` is
     ``"auto"``, ``"none"``, ``"required"`` (Anthropic's ``any``), a tool name,
     or the raw dict; ``parallel_tool_calls=False`` asks for one call per turn.
+    ``thinking`` turns on extended thinking: a token budget (at least 1024 and
+    below ``max_tokens``) or the raw ``thinking`` object. ``cache=False``
+    sends no ``cache_control`` at all. Connection and retry settings are an
+    :class:`~tether.providers.HTTPOptions` (``options=``), or the same names as
+    keywords.
 
-    >>> model = Anthropic("claude-haiku-4-5", max_tokens=512)   # doctest: +SKIP
+    >>> model = Anthropic("claude-sonnet-4-5", max_tokens=4096, thinking=2048)   # doctest: +SKIP
     """
 
     label = "Anthropic"
     key_env = "ANTHROPIC_API_KEY"
     default_base_url = "https://api.anthropic.com"
+    path = "/v1/messages"
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str = "https://api.anthropic.com",
-        api_key: str | None = None,
-        api_key_env: str | None = None,
         max_tokens: int = 1024,
         temperature: float | None = None,
         tool_choice: str | dict[str, Any] | None = None,
         parallel_tool_calls: bool | None = None,
-        stream: bool = True,
-        max_retries: int = 2,
-        timeout: float = 60.0,
-        max_retry_wait: float = MAX_WAIT,
-        max_response_bytes: int = MAX_RESPONSE_BYTES,
-        extra_body: Mapping[str, Any] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Sleep | None = None,
+        thinking: int | dict[str, Any] | None = None,
+        cache: bool = True,
+        options: HTTPOptions | None = None,
+        **shared: Any,
     ) -> None:
         super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            api_key_env=api_key_env,
-            stream=stream,
-            max_retries=max_retries,
-            timeout=timeout,
-            max_retry_wait=max_retry_wait,
-            max_response_bytes=max_response_bytes,
-            extra_body=extra_body,
-            extra_headers=extra_headers,
-            http_client=http_client,
-            transport=transport,
-            sleep=sleep,
+            model, merged(options, shared), tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls
         )
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.tool_choice = tool_choice_value(tool_choice)
-        self.parallel_tool_calls = parallel_tool_calls
-        self._url = self.base_url + "/v1/messages"
-        self._tools_cache: tuple[Sequence[Tool], list[dict[str, Any]]] | None = None
-
-    @property
-    def url(self) -> str:
-        return self._url
+        self.thinking = _thinking(thinking, max_tokens, temperature, self.tool_choice)
+        self.cache = cache
 
     def headers(self) -> dict[str, str]:
         headers = {
@@ -128,10 +108,14 @@ class Anthropic(HTTPPolicy):
             payload["stream"] = True
         if self.temperature is not None:
             payload["temperature"] = self.temperature
+        if self.thinking is not None:
+            payload["thinking"] = self.thinking
+        if self.cache:
+            payload["cache_control"] = EPHEMERAL  # the moving breakpoint: the end of the conversation
         if system:
-            payload["system"] = system
+            payload["system"] = [{"type": "text", "text": system, "cache_control": EPHEMERAL}] if self.cache else system
         if tools:
-            payload["tools"] = self._tool_definitions(tools)
+            payload["tools"] = self._tools(tools)
             choice = self._tool_choice()
             if choice is not None:
                 payload["tool_choice"] = choice
@@ -139,13 +123,12 @@ class Anthropic(HTTPPolicy):
         payload["messages"] = messages  # last, so each request extends the previous one
         return dumps(payload)
 
-    def _tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
-        cached = self._tools_cache
-        if cached is not None and cached[0] is tools:
-            return cached[1]
-        defs = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
-        self._tools_cache = (tools, defs)
-        return defs
+    def tool_definition(self, tool: Tool) -> dict[str, Any]:
+        return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+
+    def _tools(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
+        defs = self.tool_definitions(tools)
+        return [*defs[:-1], {**defs[-1], "cache_control": EPHEMERAL}] if self.cache else defs
 
     def _tool_choice(self) -> dict[str, Any] | None:
         choice = self.tool_choice
@@ -167,23 +150,43 @@ class Anthropic(HTTPPolicy):
             )
         parts: list[str] = []
         calls: list[ToolCall] = []
+        reasoning: list[Reasoning] = []
         for block in blocks:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text" and isinstance(block.get("text"), str):
                 parts.append(block["text"])
-            elif block.get("type") == "tool_use":
+            elif kind == "tool_use":
                 calls.append(_tool_call(block.get("id"), block.get("name"), block.get("input", {})))
+            elif kind in ("thinking", "redacted_thinking"):
+                reasoning.append(_reasoning(block))
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        return Message(
-            "assistant",
-            "".join(parts),
-            tuple(calls),
-            usage=Usage(_input_tokens(usage), _int(usage.get("output_tokens")), 1),
-        )
+        return Message("assistant", "".join(parts), tuple(calls), reasoning=tuple(reasoning), usage=_usage(usage))
 
     def reader(self) -> _StreamReader:
         return _StreamReader()
+
+
+EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
+
+
+def _thinking(
+    thinking: int | dict[str, Any] | None,
+    max_tokens: int,
+    temperature: float | None,
+    choice: str | dict[str, Any] | None,
+) -> dict[str, Any] | None:
+    """The ``thinking`` request field, refusing combinations the API documents as errors."""
+    if thinking is None:
+        return None
+    if temperature is not None:
+        raise UserError("extended thinking does not work with temperature; leave temperature=None")
+    if isinstance(choice, str) and choice not in ("auto", "none"):
+        raise UserError(f"extended thinking allows tool_choice 'auto' or 'none', not {choice!r}")
+    if isinstance(thinking, dict):
+        return dict(thinking)
+    if isinstance(thinking, bool) or not isinstance(thinking, int) or not 1024 <= thinking < max_tokens:
+        raise UserError(f"thinking must be a token budget >= 1024 and < max_tokens ({max_tokens}), got {thinking!r}")
+    return {"type": "enabled", "budget_tokens": thinking}
 
 
 def to_anthropic(context: Context) -> tuple[str, list[dict[str, Any]]]:
@@ -198,29 +201,75 @@ def to_anthropic(context: Context) -> tuple[str, list[dict[str, Any]]]:
         if m.role == "system":
             system.append(m.content)
         elif m.role == "tool":
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
-            if m.is_error:
-                block["is_error"] = True
-            last = out[-1] if out else None
-            if (
-                last is not None
-                and last["role"] == "user"
-                and isinstance(last["content"], list)
-                and last["content"]
-                and last["content"][-1].get("type") == "tool_result"
-            ):
-                last["content"].append(block)  # parallel results answer in one message
-            else:
-                out.append({"role": "user", "content": [block]})
-        elif m.role == "assistant" and m.tool_calls:
-            content: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
-            content += [
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": _input(c.arguments)} for c in m.tool_calls
-            ]
-            out.append({"role": "assistant", "content": content})
+            _add_result(out, m)
+        elif m.role == "assistant" and (m.tool_calls or _sendable(m.reasoning)):
+            out.append({"role": "assistant", "content": _assistant_blocks(m)})
         else:
             out.append({"role": m.role, "content": m.content})
     return "\n\n".join(system), out
+
+
+def _add_result(out: list[dict[str, Any]], m: Message) -> None:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+    if m.is_error:
+        block["is_error"] = True
+    last = out[-1] if out else None
+    if (
+        last is not None
+        and last["role"] == "user"
+        and isinstance(last["content"], list)
+        and last["content"]
+        and last["content"][-1].get("type") == "tool_result"
+    ):
+        last["content"].append(block)  # parallel results answer in one message
+    else:
+        out.append({"role": "user", "content": [block]})
+
+
+def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
+    """Thinking first, exactly as received, then the text and the tool calls."""
+    content = [_thinking_block(r) for r in _sendable(m.reasoning)]
+    if m.content:
+        content.append({"type": "text", "text": m.content})
+    content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": _input(c.arguments)} for c in m.tool_calls]
+    return content
+
+
+def _sendable(reasoning: tuple[Reasoning, ...]) -> list[Reasoning]:
+    # Reasoning without Anthropic's seal (another vendor's, or text only) cannot go back as a block.
+    return [r for r in reasoning if r.redacted or r.signature]
+
+
+def _thinking_block(r: Reasoning) -> dict[str, Any]:
+    if r.redacted:
+        return {"type": "redacted_thinking", "data": r.redacted}
+    return {"type": "thinking", "thinking": r.text, "signature": r.signature}
+
+
+def _reasoning(block: dict[str, Any]) -> Reasoning:
+    if block.get("type") == "redacted_thinking":
+        return Reasoning(redacted=_text(block.get("data")))
+    return Reasoning(_text(block.get("thinking")), signature=_text(block.get("signature")))
+
+
+class _Block:
+    """One content block of a streamed reply, as it arrives."""
+
+    __slots__ = ("id", "kind", "name", "parts", "signature", "start")
+
+    def __init__(self, kind: str, data: dict[str, Any]) -> None:
+        self.kind = kind
+        self.id, self.name, self.start = data.get("id"), data.get("name"), data.get("input")
+        self.parts: list[str] = [_text(data.get("thinking") or data.get("data"))]
+        self.signature = _text(data.get("signature"))
+
+    def reasoning(self) -> Reasoning:
+        text = "".join(self.parts)
+        return Reasoning(redacted=text) if self.kind == "redacted_thinking" else Reasoning(text, self.signature)
+
+    def call(self) -> ToolCall:
+        arguments = "".join(self.parts)
+        return _tool_call(self.id, self.name, arguments if arguments else self.start or {})
 
 
 class _StreamReader:
@@ -229,9 +278,8 @@ class _StreamReader:
     def __init__(self) -> None:
         self.complete = False
         self.text: list[str] = []
-        self.blocks: dict[int, list[Any]] = {}  # index -> ["tool", id, name, [json parts], start input]
-        self.input_tokens = 0
-        self.output_tokens = 0
+        self.blocks: dict[int, _Block] = {}  # tool_use, thinking and redacted_thinking blocks by index
+        self.usage: dict[str, Any] = {}
 
     def feed(self, event: ServerSentEvent) -> str | None:
         try:
@@ -246,18 +294,13 @@ class _StreamReader:
         if kind == "content_block_delta":
             return self._delta(data)
         if kind == "content_block_start":
-            block = data.get("content_block") or {}
-            if block.get("type") == "tool_use":
-                self.blocks[_int(data.get("index"))] = [block.get("id"), block.get("name"), [], block.get("input")]
-            elif block.get("type") == "text" and block.get("text"):
-                self.text.append(block["text"])
-                return str(block["text"])
-        elif kind == "message_start":
-            usage = (data.get("message") or {}).get("usage") or {}
-            self.input_tokens = _input_tokens(usage)
-            self.output_tokens = _int(usage.get("output_tokens"))
+            return self._start(data)
+        if kind == "message_start":
+            self._count((data.get("message") or {}).get("usage") or {})
         elif kind == "message_delta":
-            self._message_delta(data)
+            self._count(data.get("usage") or {})
+            if (data.get("delta") or {}).get("stop_reason"):
+                self.complete = True
         elif kind == "message_stop":
             self.complete = True
         elif kind == "error":
@@ -269,33 +312,44 @@ class _StreamReader:
             )
         return None
 
-    def _delta(self, data: dict[str, Any]) -> str | None:
-        delta = data.get("delta") or {}
-        if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
-            self.text.append(delta["text"])
-            return str(delta["text"])
-        if delta.get("type") == "input_json_delta":
-            block = self.blocks.get(_int(data.get("index")))
-            if block is not None and isinstance(delta.get("partial_json"), str):
-                block[2].append(delta["partial_json"])
+    def _start(self, data: dict[str, Any]) -> str | None:
+        block = data.get("content_block") or {}
+        kind = block.get("type")
+        if kind in ("tool_use", "thinking", "redacted_thinking"):
+            self.blocks[_int(data.get("index"))] = _Block(kind, block)
+        elif kind == "text" and block.get("text"):
+            self.text.append(block["text"])
+            return str(block["text"])
         return None
 
-    def _message_delta(self, data: dict[str, Any]) -> None:
-        usage = data.get("usage") or {}
-        if "output_tokens" in usage:
-            self.output_tokens = _int(usage["output_tokens"])  # cumulative
-        if usage.get("input_tokens"):
-            self.input_tokens = _input_tokens(usage)
-        if (data.get("delta") or {}).get("stop_reason"):
-            self.complete = True
+    def _delta(self, data: dict[str, Any]) -> str | None:
+        delta = data.get("delta") or {}
+        kind = delta.get("type")
+        if kind == "text_delta" and isinstance(delta.get("text"), str):
+            self.text.append(delta["text"])
+            return str(delta["text"])
+        block = self.blocks.get(_int(data.get("index")))
+        if block is None:
+            return None
+        if kind in ("input_json_delta", "thinking_delta"):
+            piece = delta.get("partial_json" if kind == "input_json_delta" else "thinking")
+            if isinstance(piece, str):
+                block.parts.append(piece)
+        elif kind == "signature_delta" and isinstance(delta.get("signature"), str):
+            block.signature += delta["signature"]
+        return None
+
+    def _count(self, usage: dict[str, Any]) -> None:
+        # message_delta repeats the counts cumulatively; a zero input count there means "not given".
+        for key, value in usage.items():
+            if isinstance(value, int) and not isinstance(value, bool) and (value or key == "output_tokens"):
+                self.usage[key] = value
 
     def finish(self) -> Message:
-        calls = []
-        for index in sorted(self.blocks):
-            call_id, name, parts, start = self.blocks[index]
-            calls.append(_tool_call(call_id, name, "".join(parts) if parts else start or {}))
-        usage = Usage(self.input_tokens, self.output_tokens, 1)
-        return Message("assistant", "".join(self.text), tuple(calls), usage=usage)
+        blocks = [self.blocks[i] for i in sorted(self.blocks)]
+        calls = tuple(b.call() for b in blocks if b.kind == "tool_use")
+        reasoning = tuple(b.reasoning() for b in blocks if b.kind != "tool_use")
+        return Message("assistant", "".join(self.text), calls, reasoning=reasoning, usage=_usage(self.usage))
 
 
 def _tool_call(call_id: Any, name: Any, arguments: Any) -> ToolCall:
@@ -317,14 +371,15 @@ def _input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _input_tokens(usage: dict[str, Any]) -> int:
-    # Anthropic counts cached prompt tokens apart; tether's Usage counts them all as input.
-    return (
-        _int(usage.get("input_tokens"))
-        + _int(usage.get("cache_creation_input_tokens"))
-        + _int(usage.get("cache_read_input_tokens"))
-    )
+def _usage(usage: dict[str, Any]) -> Usage:
+    # Anthropic counts cached prompt tokens apart; tether's input_tokens counts them all.
+    read, written = _int(usage.get("cache_read_input_tokens")), _int(usage.get("cache_creation_input_tokens"))
+    return Usage(_int(usage.get("input_tokens")) + read + written, _int(usage.get("output_tokens")), 1, read, written)
 
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""

@@ -19,26 +19,20 @@ one, which is what provider prompt caches key on.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
 from ..context import Context
-from ..messages import Message, ToolCall, Usage, new_call_id
+from ..exceptions import UserError
+from ..messages import Message, Reasoning, ToolCall, Usage, new_call_id
 from ..tools import Tool
-from ._http import (
-    MAX_RESPONSE_BYTES,
-    MAX_WAIT,
-    AttemptFailed,
-    HTTPPolicy,
-    Sleep,
-    dumps,
-    error_message,
-    excerpt,
-    tool_choice_value,
-)
+from ._http import AttemptFailed, HTTPPolicy, dumps, error_message, excerpt
 from ._sse import ServerSentEvent
+from .options import HTTPOptions, merged
+from .presets import PRESETS, Preset
+from .presets import preset as preset_named
+
+OPENAI = PRESETS["openai"]
 
 __all__ = ["OpenAICompatible"]
 
@@ -49,7 +43,9 @@ class OpenAICompatible(HTTPPolicy):
     ``api_key`` defaults to ``$OPENAI_API_KEY`` (or the variable named by
     ``api_key_env``); servers that need no key (Ollama, vLLM) work without one.
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"``, a tool name, or
-    the raw dict. ``extra_body`` adds provider-specific fields to every request.
+    the raw dict. Connection and retry settings are an
+    :class:`~tether.providers.HTTPOptions` (``options=``), or the same names as
+    keywords (``base_url=``, ``stream=``, ``max_retries=``, ``extra_body=``...).
 
     >>> model = OpenAICompatible(
     ...     "deepseek-chat", base_url="https://api.deepseek.com/v1", api_key_env="DEEPSEEK_API_KEY"
@@ -59,55 +55,26 @@ class OpenAICompatible(HTTPPolicy):
     label = "OpenAI-compatible"
     key_env = "OPENAI_API_KEY"
     default_base_url = "https://api.openai.com/v1"
+    path = "/chat/completions"
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str = "https://api.openai.com/v1",
-        api_key: str | None = None,
-        api_key_env: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
         tool_choice: str | dict[str, Any] | None = None,
         parallel_tool_calls: bool | None = None,
-        stream: bool = True,
-        max_retries: int = 2,
-        timeout: float = 60.0,
-        max_retry_wait: float = MAX_WAIT,
-        max_response_bytes: int = MAX_RESPONSE_BYTES,
-        extra_body: Mapping[str, Any] | None = None,
-        extra_headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Sleep | None = None,
+        preset: str | Preset | None = None,
+        options: HTTPOptions | None = None,
+        **shared: Any,
     ) -> None:
+        self.quirks = OPENAI if preset is None else _endpoint(self, preset_named(preset), parallel_tool_calls)
         super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            api_key_env=api_key_env,
-            stream=stream,
-            max_retries=max_retries,
-            timeout=timeout,
-            max_retry_wait=max_retry_wait,
-            max_response_bytes=max_response_bytes,
-            extra_body=extra_body,
-            extra_headers=extra_headers,
-            http_client=http_client,
-            transport=transport,
-            sleep=sleep,
+            model, merged(options, shared), tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls
         )
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.tool_choice = tool_choice_value(tool_choice)
-        self.parallel_tool_calls = parallel_tool_calls
-        self._url = self.base_url + "/chat/completions"
-        self._tools_cache: tuple[Sequence[Tool], list[dict[str, Any]]] | None = None
-
-    @property
-    def url(self) -> str:
-        return self._url
 
     def headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -123,7 +90,8 @@ class OpenAICompatible(HTTPPolicy):
         payload: dict[str, Any] = {"model": self.model} if self.model else {}
         if self.streaming:
             payload["stream"] = True
-            payload["stream_options"] = {"include_usage": True}
+            if self.quirks.stream_usage:
+                payload["stream_options"] = {"include_usage": True}
         if self.temperature is not None:
             payload["temperature"] = self.temperature
         if self.max_tokens is not None:
@@ -133,26 +101,23 @@ class OpenAICompatible(HTTPPolicy):
     def body(self, context: Context, tools: Sequence[Tool]) -> bytes:
         payload = self.sampling()
         if tools:
-            payload["tools"] = self._tool_definitions(tools)
+            payload["tools"] = self.tool_definitions(tools)
             if self.tool_choice is not None:
                 payload["tool_choice"] = _openai_tool_choice(self.tool_choice)
             if self.parallel_tool_calls is not None:
                 payload["parallel_tool_calls"] = self.parallel_tool_calls
         payload.update(self.extra_body)
-        payload["messages"] = [m.to_openai() for m in context]  # last: see the module docstring
+        if self.quirks.send_reasoning:
+            payload["messages"] = [_with_reasoning(m) for m in context]
+        else:
+            payload["messages"] = [m.to_openai() for m in context]  # last: see the module docstring
         return dumps(payload)
 
-    def _tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
-        # The agent passes the same tuple every turn: build the list once.
-        cached = self._tools_cache
-        if cached is not None and cached[0] is tools:
-            return cached[1]
-        defs = [
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-            for t in tools
-        ]
-        self._tools_cache = (tools, defs)
-        return defs
+    def tool_definition(self, tool: Tool) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+        }
 
     def parse(self, data: Any, text: str) -> Message:
         choices = data.get("choices") if isinstance(data, dict) else None
@@ -174,6 +139,7 @@ class OpenAICompatible(HTTPPolicy):
             "assistant",
             _text(message.get("content")),
             tuple(_tool_call(c) for c in calls),
+            reasoning=_reasoning(_reasoning_text(message)),
             usage=_usage(data.get("usage")),
         )
 
@@ -181,12 +147,30 @@ class OpenAICompatible(HTTPPolicy):
         return _StreamReader()
 
 
+def _endpoint(model: OpenAICompatible, found: Preset, parallel_tool_calls: bool | None) -> Preset:
+    """Point ``model`` at the preset's endpoint; the preset's quirks are returned."""
+    if parallel_tool_calls is not None and not found.parallel_tool_calls:
+        raise UserError(f"{found.label} does not accept parallel_tool_calls; leave it None")
+    model.label, model.key_env, model.needs_key = found.label, found.key_env, found.needs_key
+    model.default_base_url = found.base_url
+    return found
+
+
+def _with_reasoning(m: Message) -> dict[str, Any]:
+    """The wire message, carrying the reasoning of a tool-calling turn (DeepSeek's thinking mode)."""
+    data = m.to_openai()
+    if m.tool_calls:
+        data["reasoning_content"] = "".join(r.text for r in m.reasoning)
+    return data
+
+
 class _StreamReader:
-    """Assembles a streamed chat completion: text deltas and tool-call fragments."""
+    """Assembles a streamed chat completion: text, reasoning and tool-call fragments."""
 
     def __init__(self) -> None:
         self.complete = False
         self.text: list[str] = []
+        self.thought: list[str] = []
         self.calls: dict[int, list[Any]] = {}  # index -> [id, name, [argument fragments]]
         self.usage: Any = None
 
@@ -206,6 +190,8 @@ class _StreamReader:
             raise AttemptFailed(f"the stream reported an error: {error_message(event.data)}", body=event.data)
         if chunk.get("usage"):
             self.usage = chunk["usage"]
+        elif isinstance(chunk.get("x_groq"), dict) and chunk["x_groq"].get("usage"):
+            self.usage = chunk["x_groq"]["usage"]  # Groq's own place for streamed usage
         choices = chunk.get("choices")
         if not choices or not isinstance(choices[0], dict):
             return None
@@ -215,6 +201,8 @@ class _StreamReader:
         delta = choice.get("delta") or {}
         for fragment in delta.get("tool_calls") or ():
             self._fragment(fragment)
+        if thought := _reasoning_text(delta):
+            self.thought.append(thought)
         piece = delta.get("content")
         if isinstance(piece, str) and piece:
             self.text.append(piece)
@@ -245,7 +233,8 @@ class _StreamReader:
             ToolCall(cid or new_call_id(), name, "".join(parts) or "{}")
             for cid, name, parts in (self.calls[i] for i in sorted(self.calls))
         )
-        return Message("assistant", "".join(self.text), calls, usage=_usage(self.usage))
+        reasoning = _reasoning("".join(self.thought))
+        return Message("assistant", "".join(self.text), calls, reasoning=reasoning, usage=_usage(self.usage))
 
 
 def _tool_call(data: Any) -> ToolCall:
@@ -276,10 +265,27 @@ def _text(content: Any) -> str:
     return ""
 
 
+def _reasoning_text(message: dict[str, Any]) -> str:
+    """Reasoning in a message or delta: DeepSeek and vLLM say ``reasoning_content``, others ``reasoning``."""
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _reasoning(text: str) -> tuple[Reasoning, ...]:
+    return (Reasoning(text),) if text else ()
+
+
 def _usage(data: Any) -> Usage:
     if not isinstance(data, dict):
         return Usage(requests=1)
-    return Usage(_int(data.get("prompt_tokens")), _int(data.get("completion_tokens")), 1)
+    details = data.get("prompt_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    cached = _int(details.get("cached_tokens")) or _int(data.get("prompt_cache_hit_tokens"))  # DeepSeek's name
+    written = _int(details.get("cache_write_tokens"))  # OpenRouter, for vendors that bill cache writes
+    return Usage(_int(data.get("prompt_tokens")), _int(data.get("completion_tokens")), 1, cached, written)
 
 
 def _int(value: Any) -> int:
