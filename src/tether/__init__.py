@@ -46,7 +46,7 @@ from .exceptions import (
     UserError,
 )
 from .journal import replay, state_of
-from .messages import Message, ToolCall, Usage
+from .messages import Message, Reasoning, ToolCall, Usage
 from .policy import Action, FunctionPolicy, Policy
 from .state import Decision, PendingCall, RunState
 from .store import RunInfo, RunStore, record_decisions
@@ -82,6 +82,7 @@ __all__ = [
     "Policy",
     "ProviderError",
     "QuestionAsked",
+    "Reasoning",
     "record_decisions",
     "replay",
     "RunInfo",
