@@ -31,7 +31,7 @@ from types import MappingProxyType
 
 from .messages import Usage
 
-__all__ = ["PRICES", "PRICES_AS_OF", "Price", "cost_of", "price_of", "total_cost"]
+__all__ = ["PRICES", "PRICES_AS_OF", "Price", "cost_of", "price_of", "total_cost", "unpriced_models"]
 
 PRICES_AS_OF = "2026-12-01"
 """The day the shipped list prices were copied by hand; they may be out of date."""
@@ -135,10 +135,25 @@ def total_cost(
     """
     total = 0.0
     for model, usage in by_model.items():
-        if usage.input_tokens == 0 and usage.output_tokens == 0:
-            continue  # nothing to price, whoever made it
-        cost = cost_of(usage, model or default_model, prices)
-        if cost is None:
-            return None
-        total += cost
+        if _spent(usage):
+            cost = cost_of(usage, model or default_model, prices)
+            if cost is None:
+                return None
+            total += cost
     return total
+
+
+def unpriced_models(
+    by_model: Mapping[str, Usage], prices: Mapping[str, Price] | None = None, *, default_model: str = ""
+) -> list[str]:
+    """The models that spent tokens and have no price (``""``: a brain with no model name).
+
+    >>> unpriced_models({"gpt-4o": Usage(5, 1), "house-model": Usage(5, 1), "idle": Usage()})
+    ['house-model']
+    """
+    names = [model or default_model for model, usage in by_model.items() if _spent(usage)]
+    return [name for name in dict.fromkeys(names) if price_of(name, prices) is None]
+
+
+def _spent(usage: Usage) -> bool:
+    return usage.input_tokens > 0 or usage.output_tokens > 0

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from ._crash import crash_around
 from .context import Context
-from .cost import Price, total_cost
+from .cost import Price, total_cost, unpriced_models
 from .events import (
     TERMINAL,
     ApprovalDecided,
@@ -652,11 +652,21 @@ class Run:
             return LimitReached("steps", agent.max_steps)
         if agent.max_tokens is not None and j.usage.total_tokens >= agent.max_tokens:
             return LimitReached("tokens", agent.max_tokens)
-        if agent.max_cost is not None and (self.cost() or 0.0) >= agent.max_cost:
-            return LimitReached("cost", agent.max_cost)
+        if agent.max_cost is not None and (over := self._over_cost(agent.max_cost)):
+            return over
         if agent.max_tool_calls is not None and j.tool_calls + new_calls > agent.max_tool_calls:
             return LimitReached("tool_calls", agent.max_tool_calls)
         return self._over_parent_budget(new_calls, in_turn)
+
+    def _over_cost(self, budget: float) -> Event | None:
+        """The cost budget; a reply from a model without a price fails the run (the budget cannot be kept)."""
+        j = self.journal
+        unpriced = unpriced_models(j.usage_by_model, self.agent.prices, default_model=j.model)
+        if unpriced:
+            names = ", ".join(f"model {m!r}" if m else "a brain without a model name" for m in unpriced)
+            return Failed(f"max_cost cannot be kept: no price for {names} (give Agent(prices=...))", "UserError")
+        spent = self.cost() or 0.0
+        return LimitReached("cost", budget) if spent >= budget else None
 
     def _over_parent_budget(self, new_calls: int, in_turn: bool) -> Event | None:
         """A child may spend no more than what its parent had left when it delegated."""

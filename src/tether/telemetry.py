@@ -100,7 +100,7 @@ def run_context(run_id: str) -> SpanContext:
     """The span context a run's id stands for: the parent of its first segment's span, and
     what every later segment links to. Its trace id is the run's first trace.
 
-    >>> format(run_context("r1").trace_id, "032x") == format(run_context("r1").trace_id, "032x")
+    >>> run_context("r1").trace_id == run_context("r1").trace_id != run_context("r2").trace_id
     True
     """
     trace = _api()
@@ -144,6 +144,11 @@ def export(
     ``prices`` override :data:`tether.cost.PRICES`. Export a run once: its
     first trace id comes from the run id, so exporting it again (or a run
     traced live) adds the spans again to the same trace.
+
+    >>> from opentelemetry.sdk.trace import TracerProvider
+    >>> from tether import Agent
+    >>> from tether.testing import ScriptedModel
+    >>> export(Agent(ScriptedModel(["hello"])).run_sync("hi").events, TracerProvider().get_tracer("demo"))
     """
     by_name = {t.name: t for t in tools}
     spans = Spans(_tracer(tracer), capture_content=capture_content, tools=by_name, prices=prices, link_current=False)

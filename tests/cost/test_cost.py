@@ -158,12 +158,20 @@ def test_a_stopped_state_resumes_with_a_bigger_budget_without_a_store() -> None:
     assert done.status == "finished"
 
 
-def test_max_cost_needs_a_brain_whose_price_is_known() -> None:
-    with pytest.raises(UserError, match="has no model name"):
-        Agent(ScriptedModel(["hi"]), max_cost=1.0)
+def test_max_cost_refuses_a_brain_whose_model_has_no_price() -> None:
     with pytest.raises(UserError, match=r"needs the price of model 'house-model'.*prices="):
         Agent(named(ScriptedModel(["hi"]), "house-model"), max_cost=1.0)
     Agent(named(ScriptedModel(["hi"]), "house-model"), max_cost=1.0, prices={"house-model": Price(1.0, 1.0)})
+
+
+def test_a_budget_that_cannot_be_kept_fails_the_run_before_the_next_model_call() -> None:
+    # No model name on the brain (a Fallback, a FunctionPolicy): each reply must name its model.
+    replies = [said("", call("look_up", order="A1")), said("Delivered.")]
+    result = Agent(ScriptedModel(replies), [look_up], max_cost=1.0).run_sync("Where is A1?")
+    assert result.status == "failed"
+    assert result.error == "max_cost cannot be kept: no price for a brain without a model name (give Agent(prices=...))"
+    named_replies = [Message("assistant", "Delivered.", usage=Usage(1_000, 100, 1), model="gpt-4o")]
+    assert Agent(ScriptedModel(named_replies), max_cost=1.0).run_sync("Where is A1?").cost == pytest.approx(0.0035)
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, True, "1"])
