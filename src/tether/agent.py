@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .context import Context
+from .cost import Price, price_of
 from .events import Event, Failed, Finished
 from .exceptions import UserError
 from .messages import Message, Usage
 from .policy import Policy
-from .run import Run
+from .run import Observer, Run
 from .state import PendingCall, RunState, Status
 from .store import RunStore
 from .tools import Tool, tool
@@ -34,7 +35,11 @@ Approver = Callable[[Tool, dict[str, Any], Context], bool]
 
 @dataclass(frozen=True)
 class RunResult:
-    """How a run ended: ``status``, ``output`` (the answer), the notebook and a resumable state."""
+    """How a run ended: ``status``, ``output`` (the answer), the notebook and a resumable state.
+
+    ``usage`` adds up every reply of the run (across resumes); ``cost`` is what
+    it cost in US dollars (:mod:`tether.cost`), or None when a model has no price.
+    """
 
     status: Status
     output: str | None
@@ -44,6 +49,7 @@ class RunResult:
     events: tuple[Event, ...] = field(repr=False)
     limit: str | None = None
     error: str | None = None
+    cost: float | None = None
 
     @property
     def run_id(self) -> str:
@@ -68,6 +74,7 @@ class RunResult:
             events=tuple(events),
             limit=run.limit,
             error=last.error if isinstance(last, Failed) else None,
+            cost=run.cost(),
         )
 
 
@@ -94,6 +101,8 @@ class Agent:
         max_tool_calls: int | None = None,
         max_tokens: int | None = None,
         max_seconds: float | None = None,
+        max_cost: float | None = None,
+        prices: Mapping[str, Price] | None = None,
         store: RunStore | None = None,
         signing_key: bytes | None = None,
         approver: Approver | None = None,
@@ -101,10 +110,13 @@ class Agent:
         lease_ttl: float = 30.0,
         handoffs: Sequence[Agent] = (),
         description: str | None = None,
+        observers: Sequence[Observer] = (),
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
         _check_limits(max_steps, max_tool_calls, max_tokens, max_seconds)
+        self.prices: Mapping[str, Price] = dict(prices or {})
+        _check_cost(max_cost, policy, self.prices)
         if not (isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool) and lease_ttl > 0):
             raise UserError(f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}")
         if signing_key is not None and not (isinstance(signing_key, bytes) and len(signing_key) >= 16):
@@ -127,11 +139,15 @@ class Agent:
         self.max_tool_calls = max_tool_calls
         self.max_tokens = max_tokens
         self.max_seconds = max_seconds
+        self.max_cost = max_cost
         self.store = store
         self.signing_key = signing_key
         self.approver = approver
         self.compactor = compactor
         self.lease_ttl = float(lease_ttl)
+        self.observers: tuple[Observer, ...] = tuple(observers)
+        if bad := [o for o in self.observers if not callable(getattr(o, "watch", None))]:
+            raise UserError(f"observers must have a watch(agent) method (e.g. tether.telemetry.Tracing), got {bad!r}")
 
     @property
     def fingerprint(self) -> str:
@@ -304,3 +320,16 @@ def _check_limits(steps: Any, tool_calls: Any, tokens: Any, seconds: Any) -> Non
             raise UserError(f"{name} must be a positive integer or None, got {v!r}")
     if seconds is not None and not (isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0):
         raise UserError(f"max_seconds must be a positive number or None, got {seconds!r}")
+
+
+def _check_cost(max_cost: Any, policy: Policy, prices: Mapping[str, Price]) -> None:
+    """A cost budget needs a number and a price for the brain's model, or it could never stop a run."""
+    if not all(isinstance(p, Price) for p in prices.values()):
+        raise UserError(f"prices must map model names to tether.cost.Price values, got {prices!r}")
+    if max_cost is None:
+        return
+    if not (isinstance(max_cost, int | float) and not isinstance(max_cost, bool) and max_cost > 0):
+        raise UserError(f"max_cost must be a positive number of US dollars or None, got {max_cost!r}")
+    model = getattr(policy, "model", None)  # without one, each reply must name its model (Message.model)
+    if isinstance(model, str) and price_of(model, prices) is None:
+        raise UserError(f"max_cost needs the price of model {model!r}: give prices={{{model!r}: Price(...)}}")

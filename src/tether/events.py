@@ -88,7 +88,9 @@ class RunStarted:
     ``fingerprint`` identifies the agent's tool definitions, so that resuming
     against changed tools fails loudly; ``agent`` is the name of the agent that
     drives the run from here (a worker looks it up to resume the run), and
-    ``meta`` holds labels the caller gave the run (never secrets).
+    ``meta`` holds labels the caller gave the run (never secrets). ``model`` is
+    the model name of the brain that drives the run from here, when it has one
+    (it prices the replies: :mod:`tether.cost`; it names the spans: :mod:`tether.telemetry`).
     """
 
     kind: ClassVar[Literal["run-started"]] = "run-started"
@@ -98,6 +100,7 @@ class RunStarted:
     fingerprint: str = ""
     agent: str = ""
     meta: dict[str, str] = field(default_factory=dict)
+    model: str = ""
     at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
@@ -215,6 +218,7 @@ class HandedOff:
     kind: ClassVar[Literal["handed-off"]] = "handed-off"
     agent: str
     messages: tuple[Message, ...] = ()
+    model: str = ""  # the model name of its brain, when it has one (as in run-started)
     at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
 
 
@@ -279,7 +283,7 @@ class Cancelled:
 
 @dataclass(frozen=True, slots=True)
 class LimitReached:
-    """A budget ran out (``limit`` is steps, tool_calls, tokens or seconds)."""
+    """A budget ran out (``limit`` is steps, tool_calls, tokens, cost or seconds)."""
 
     kind: ClassVar[Literal["limit-reached"]] = "limit-reached"
     limit: str

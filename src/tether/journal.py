@@ -99,6 +99,8 @@ class Journal:
         self.steps = 0
         self.tool_calls = 0
         self.usage = Usage()
+        self.model = ""  # the model name of the brain driving the run from here ("" when it has none)
+        self.usage_by_model: dict[str, Usage] = {}  # what each model spent; "" = model not recorded
         self.status: Status = "running"
         self.closed = False  # cancelled for good by a person
         self.paused_at = 0  # seq of the latest pause: decisions must be at least this new
@@ -124,6 +126,7 @@ class Journal:
         j = cls()
         j.run_id, j.fingerprint, j.seq = state.run_id, state.fingerprint, state.seq
         j.steps, j.tool_calls, j.usage, j.status = state.steps, state.tool_calls, state.usage, state.status
+        j.usage_by_model = {"": state.usage} if state.usage != Usage() else {}  # a state keeps the total only
         j.paused_at = state.paused_at
         j.pending = {p.call.id: p for p in state.pending}
         j.call_ids = {c.id for m in state.messages for c in m.tool_calls}
@@ -151,6 +154,7 @@ class Journal:
         self.run_id = ev.run_id
         self.fingerprint = ev.fingerprint or self.fingerprint
         self.agent = ev.agent or self.agent
+        self.model = ev.model
         if not ev.resumed:
             self.meta = dict(ev.meta)
         self.context = self.context.add(*ev.messages)
@@ -163,8 +167,10 @@ class Journal:
         self.call_ids.update(self.pending)
         self.decisions = {}
         self.steps += 1
-        if ev.message.usage is not None:
-            self.usage = self.usage + ev.message.usage
+        if (usage := ev.message.usage) is not None:
+            self.usage = self.usage + usage
+            model = ev.message.model or self.model  # the model that answered, when the brain says
+            self.usage_by_model[model] = self.usage_by_model.get(model, Usage()) + usage
 
     def _tool_started(self, ev: ToolStarted) -> None:
         p = self.pending.get(ev.call.id)
@@ -180,8 +186,9 @@ class Journal:
         self.pending.pop(ev.call_id, None)
         self.decisions.pop(ev.call_id, None)
         self.children.pop(ev.call_id, None)
-        if ev.result.usage is not None:  # a child run's usage rolls up with its answer
-            self.usage = self.usage + ev.result.usage
+        if (usage := ev.result.usage) is not None:  # a child run's usage rolls up with its answer
+            self.usage = self.usage + usage
+            self.usage_by_model[""] = self.usage_by_model.get("", Usage()) + usage  # priced as this run's model
         self._results[ev.call_id] = ev.result
         if not self.pending:  # the turn is settled: its results join the notebook in call order
             self._write_results()
@@ -198,6 +205,7 @@ class Journal:
 
     def _handed_off(self, ev: HandedOff) -> None:
         self.agent = ev.agent
+        self.model = ev.model
         self.context = self.context.add(*ev.messages)
 
     def _child_stopped(self, ev: ChildStopped) -> None:

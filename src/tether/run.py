@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from . import _crash
 from .context import Context
+from .cost import Price, total_cost, unpriced_models
 from .events import (
     TERMINAL,
     ApprovalDecided,
@@ -68,7 +69,7 @@ from .store import Lease, RunStore
 from .tools import Invocation, Tool, ToolTimedOut, result_text
 from .turn import Execute, Note, Step, Wait, plan
 
-__all__ = ["Input", "Parent", "Run", "Settings"]
+__all__ = ["Input", "Observer", "Parent", "Run", "Settings", "Watcher"]
 
 Input = str | Message | RunState | None
 
@@ -91,11 +92,30 @@ class Settings(Protocol):
     max_tool_calls: int | None
     max_tokens: int | None
     max_seconds: float | None
+    max_cost: float | None
+    prices: Mapping[str, Price]
     store: RunStore | None
     signing_key: bytes | None
     approver: Callable[[Tool, dict[str, Any], Context], bool] | None
     compactor: Callable[[Context], Context] | None
     lease_ttl: float
+    observers: tuple[Observer, ...]
+
+
+class Watcher(Protocol):
+    """Watches one run: sees each event right after it is committed, then ``close()`` when the
+    run's stream ends, however it ends (even without a closing event: a crash, a lost lease)."""
+
+    def event(self, ev: Event) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Observer(Protocol):
+    """Watches the runs of an agent (``Agent(observers=[...])``): one :class:`Watcher` per run,
+    e.g. :class:`tether.telemetry.Tracing`."""
+
+    def watch(self, agent: Settings) -> Watcher: ...
 
 
 class Run:
@@ -132,6 +152,7 @@ class Run:
         self.failure: Failed | None = None  # the store failed: how the run ended, not committed
         self._renewal: asyncio.Task[None] | None = None
         self._notebooks: dict[str, Context] = {}  # finished children's notebooks, for tools that continue them
+        self.watchers = [o.watch(agent) for o in agent.observers]  # none, unless observers were given
 
     async def events(self) -> AsyncIterator[Event]:
         """The run as a stream of events; how it ends is committed whenever the store can take it."""
@@ -150,6 +171,8 @@ class Run:
         finally:
             await self._end(Cancelled("the event stream was closed"))  # the consumer stopped early
             await self._let_go()
+            for w in self.watchers:
+                w.close()
 
     async def _loop(self) -> AsyncIterator[Event]:
         """Decide, act, write it down, repeat."""
@@ -218,15 +241,18 @@ class Run:
         if self.run_id and self.store is not None and await self.store.get(self.run_id) is not None:
             raise UserError(f"run {self.run_id!r} already exists in the store; resume it with run_id= alone")
         run_id = self.run_id or uuid.uuid4().hex
-        return RunStarted(run_id, tuple(notes), False, self.fingerprint, self.agent.name, self.meta)
+        return RunStarted(
+            run_id, tuple(notes), False, self.fingerprint, self.agent.name, self.meta, _model_of(self.agent)
+        )
 
     async def _resume(self, state: RunState) -> list[Event]:
         self._check_resumable(state, trusted=False)
-        if self.store is not None:
-            await self._check_against_store(state)
+        stored = await self._check_against_store(state) if self.store is not None else None
         self.journal = Journal.from_state(state)
         self._follow(self.journal.agent)
-        resumed = RunStarted(state.run_id, (), True, self.fingerprint, self.agent.name)
+        if stored is not None:  # a state keeps the total usage only; the store knows it per model
+            self.journal.usage_by_model = stored.usage_by_model
+        resumed = RunStarted(state.run_id, (), True, self.fingerprint, self.agent.name, model=_model_of(self.agent))
         return [resumed, *(ApprovalDecided(d) for d in state.decisions)]
 
     async def _load(self) -> list[Event]:
@@ -242,7 +268,7 @@ class Run:
         self._check_resumable(journal.snapshot(), trusted=True)
         self.journal = journal  # a store's journal already holds its decisions
         self._follow(journal.agent)
-        return [RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name)]
+        return [RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name, model=_model_of(self.agent))]
 
     def _check_resumable(self, state: RunState, *, trusted: bool) -> None:
         if state.fingerprint != self.fingerprint:
@@ -273,13 +299,14 @@ class Run:
             )
         self.agent = agent
 
-    async def _check_against_store(self, state: RunState) -> None:
+    async def _check_against_store(self, state: RunState) -> Journal:
         """With a store, its journal is the truth: a state that says otherwise is refused."""
         assert self.store is not None
         events = await self.store.load(state.run_id)
         if not events:
             raise StateTampered(f"run {state.run_id!r} is not in this agent's store; it cannot be resumed here")
-        truth = Journal.of(events).snapshot()
+        journal = Journal.of(events)
+        truth = journal.snapshot()
         if state.seq != truth.seq:
             raise LeaseConflict(
                 f"run {state.run_id!r} is at position {truth.seq} in the store, this state at {state.seq}: "
@@ -295,6 +322,7 @@ class Run:
                 f"run state {state.run_id!r} differs from the store's journal (its calls, arguments or notes); "
                 "nothing was run"
             )
+        return journal
 
     # -- the lease: one worker advances a run --------------------------------
 
@@ -342,6 +370,8 @@ class Run:
             if self.store is not None:
                 await self._write(ev)
             self._apply(ev)
+        for w in self.watchers:
+            w.event(ev)
         if _crash.armed:
             _crash.crash_around("after", ev.kind)
         return ev
@@ -451,7 +481,7 @@ class Run:
 
     async def _hand_off(self, target: Settings) -> Event:
         notes = (Message.system(target.instructions),) if target.instructions else ()
-        ev = await self.commit(HandedOff(target.name, notes))
+        ev = await self.commit(HandedOff(target.name, notes, _model_of(target)))
         self.agent = target
         return ev
 
@@ -654,9 +684,21 @@ class Run:
             return LimitReached("steps", agent.max_steps)
         if agent.max_tokens is not None and j.usage.total_tokens >= agent.max_tokens:
             return LimitReached("tokens", agent.max_tokens)
+        if agent.max_cost is not None and (over := self._over_cost(agent.max_cost)):
+            return over
         if agent.max_tool_calls is not None and j.tool_calls + new_calls > agent.max_tool_calls:
             return LimitReached("tool_calls", agent.max_tool_calls)
         return self._over_parent_budget(new_calls, in_turn)
+
+    def _over_cost(self, budget: float) -> Event | None:
+        """The cost budget; a reply from a model without a price fails the run (the budget cannot be kept)."""
+        j = self.journal
+        unpriced = unpriced_models(j.usage_by_model, self.agent.prices, default_model=j.model)
+        if unpriced:
+            names = ", ".join(f"model {m!r}" if m else "a brain without a model name" for m in unpriced)
+            return Failed(f"max_cost cannot be kept: no price for {names} (give Agent(prices=...))", "UserError")
+        spent = self.cost() or 0.0
+        return LimitReached("cost", budget) if spent >= budget else None
 
     def _over_parent_budget(self, new_calls: int, in_turn: bool) -> Event | None:
         """A child may spend no more than what its parent had left when it delegated."""
@@ -697,6 +739,11 @@ class Run:
             results[ctx[i].tool_call_id] = ctx[i]
             i -= 1
         return [(call, results.get(call.id)) for call in (ctx[i].tool_calls if i >= 0 else ())]
+
+    def cost(self) -> float | None:
+        """What the run's replies cost so far in US dollars (None when a model has no price)."""
+        j = self.journal
+        return total_cost(j.usage_by_model, self.agent.prices, default_model=j.model)
 
     def snapshot(self) -> RunState:
         """The run's state now (signed when the agent has a key)."""
@@ -774,6 +821,12 @@ def _question_text(call: ToolCall) -> str:
     except ValueError:
         return call.arguments
     return str(args.get("question", call.arguments)) if isinstance(args, dict) else call.arguments
+
+
+def _model_of(agent: Settings) -> str:
+    """The model name of an agent's brain, when it has one (``policy.model``)."""
+    model = getattr(agent.policy, "model", None)
+    return model if isinstance(model, str) else ""
 
 
 def _labels(meta: Mapping[str, str] | None) -> dict[str, str]:

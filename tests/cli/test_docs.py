@@ -16,7 +16,7 @@ import pytest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 DOC_RUN_ID = "42426d5006d84de991554c7dc65ed2b1"
-CLOCK = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+CLOCK = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d| +\d+(\.\d)? (ms|s)\b")  # times, durations
 
 pytestmark = pytest.mark.sandbox
 

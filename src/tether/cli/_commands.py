@@ -40,6 +40,7 @@ from ._decide import (
 from ._mcp import mcp as mcp_command
 from ._render import PlainRenderer, json_line, make_renderer, visible
 from ._session import Asker, Outcome, Session
+from ._usage import money, run_cost, steps_report
 
 F = TypeVar("F", bound=Callable[..., Any])
 DONE = {"approve": "approved", "deny": "denied", "retry": "will retry", "skip": "skipped", "answer": "answered"}
@@ -273,17 +274,18 @@ def runs(status: str | None, limit: int, as_json: bool, **opts: Any) -> None:
             fields = {"run_id": i.run_id, "status": i.status, "decided": decided(events[i.run_id])}
             fields |= {"interrupted": interrupted(i), "events": i.seq}
             fields |= {"created_at": i.created_at, "updated_at": i.updated_at}
-            click.echo(json_line({**fields, "task": first_task(events[i.run_id])}))
+            click.echo(json_line({**fields, "task": first_task(events[i.run_id]), "cost": run_cost(events[i.run_id])}))
         return
     if not infos:
         say("no runs" + (f" with status {status!r}" if status else ""))
         return
     labels = {i.run_id: status_label(i, events[i.run_id]) for i in infos}
     width = max(14, *map(len, labels.values()))
-    click.echo(f"{'RUN':32}  {'STATUS':{width}}  {'UPDATED':19}  TASK")
+    click.echo(f"{'RUN':32}  {'STATUS':{width}}  {'UPDATED':19}  {'COST':>9}  TASK")
     for i in infos:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(i.updated_at))
-        say(f"{i.run_id:32}  {labels[i.run_id]:{width}}  {when}  {short(first_task(events[i.run_id]), 60)}")
+        cost = money(run_cost(events[i.run_id]))
+        say(f"{i.run_id:32}  {labels[i.run_id]:{width}}  {when}  {cost:>9}  {short(first_task(events[i.run_id]), 60)}")
 
 
 def status_label(info: RunInfo, events: Sequence[Event]) -> str:
@@ -340,6 +342,7 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
     renderer = PlainRenderer()
     for ev in events:
         renderer.event(ev)
+    click.echo("\n".join(steps_report(events)))
     if state.pending and state.status in ("paused", "needs-decision"):
         say(describe_pending(tree or state))
 
