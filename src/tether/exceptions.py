@@ -87,3 +87,12 @@ class LeaseConflict(StoreError):
 
 class SandboxUnavailable(TetherError):
     """No OS sandbox could be set up and unsandboxed execution was not allowed."""
+
+
+def install_hint(extra: str) -> str:
+    """How to install one of tether's extras, from PyPI or from a checkout.
+
+    >>> install_hint("postgres")
+    "pip install 'tether[postgres]' (in a checkout: pip install -e '.[postgres]')"
+    """
+    return f"pip install 'tether[{extra}]' (in a checkout: pip install -e '.[{extra}]')"

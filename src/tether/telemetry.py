@@ -68,7 +68,7 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
-from .exceptions import UserError
+from .exceptions import UserError, install_hint
 from .journal import next_status
 from .messages import Message, Usage
 from .run import Settings
@@ -80,7 +80,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Spans", "Tracing", "export", "run_context"]
 
-INSTALL = "pip install 'tether[otel]'"
+INSTALL = install_hint("otel")
 
 
 def _api() -> ModuleType:
@@ -88,7 +88,7 @@ def _api() -> ModuleType:
     try:
         from opentelemetry import trace
     except ImportError as exc:
-        raise UserError(f"tether.telemetry needs OpenTelemetry: {INSTALL} (or pip install -e '.[otel]')") from exc
+        raise UserError(f"tether.telemetry needs OpenTelemetry: {INSTALL}") from exc
     return trace
 
 

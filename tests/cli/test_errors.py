@@ -55,7 +55,9 @@ def test_missing_postgres_extra(tether) -> None:
     done = tether(
         "runs", "--store", "postgresql://127.0.0.1/x", python_prelude="import sys; sys.modules['psycopg'] = None"
     )
-    assert _one_line_error(done) == "error: PostgresStore needs psycopg 3: pip install 'tether[postgres]'"
+    assert _one_line_error(done) == (
+        "error: PostgresStore needs psycopg 3: pip install 'tether[postgres]' (in a checkout: pip install -e '.[postgres]')"
+    )
 
 
 def test_bad_store_url_and_workspace(tether, tmp_path: Path) -> None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import UserError
+from ..exceptions import UserError, install_hint
 
 if TYPE_CHECKING:
     import numpy as np
 
     from ._encode import Row
 
-INSTALL = "pip install 'tether[brains]'"
+INSTALL = install_hint("brains")
 
 
 def numpy() -> Any:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import StoreError, UserError
+from ..exceptions import StoreError, UserError, install_hint
 from ..providers.presets import PRESETS
 from ._errors import ConfigError
 from ._trust import STATE_DIR, check_store, check_workspace, user_config_dir
@@ -329,11 +329,6 @@ def _local_model(spec: ModelSpec) -> Policy:
 def _missing_extra(extra: str, exc: ImportError) -> str:
     missing = f" ({exc.name!r} is missing)" if exc.name else ""
     return f"the offline local model needs tether[{extra}]{missing}: {install_hint(extra)}"
-
-
-def install_hint(extra: str) -> str:
-    """How to install an extra, from PyPI or from a checkout."""
-    return f"pip install 'tether[{extra}]' (in a checkout: pip install -e '.[{extra}]')"
 
 
 # -- store, key and agent ----------------------------------------------------------

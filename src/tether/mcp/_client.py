@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..exceptions import UserError
+from ..exceptions import UserError, install_hint
 from ..tools import Invocation, Tool
 from ._config import McpServer
 from ._connection import Connection
@@ -46,7 +46,7 @@ class McpClient:
 
     def __init__(self, servers: Iterable[McpServer], *, on_result: ResultHook | None = None) -> None:
         if importlib.util.find_spec("mcp") is None:
-            raise UserError("tether.mcp needs the MCP SDK: pip install 'tether[mcp]'")
+            raise UserError(f"tether.mcp needs the MCP SDK: {install_hint('mcp')}")
         self.servers: dict[str, McpServer] = {}
         for server in servers:
             if not isinstance(server, McpServer):

@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from ..context import Context
-from ..exceptions import ProviderError, UserError
+from ..exceptions import ProviderError, UserError, install_hint
 from ..messages import Message, Usage
 from ..tools import Tool
 from ._weights import gguf_path
 from .constrained import Completion, completion_of, drive, drive_stream, turn
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"  # why: docs/local_model.md ("Which model")
-INSTALL = "pip install 'tether[local]'"
+INSTALL = install_hint("local")
 
 
 class LocalModel:

@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
-from ..exceptions import LeaseConflict, StoreError, UserError
+from ..exceptions import LeaseConflict, StoreError, UserError, install_hint
 from ..store import Lease, RunInfo
 from . import status_after
 from ._codec import conflict, decode_event, encode_events, held_by
@@ -43,7 +43,7 @@ def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError as exc:
-        raise UserError("PostgresStore needs psycopg 3: pip install 'tether[postgres]'") from exc
+        raise UserError(f"PostgresStore needs psycopg 3: {install_hint('postgres')}") from exc
     return psycopg
 
 
