@@ -175,7 +175,7 @@ class Journal:
     def _tool_started(self, ev: ToolStarted) -> None:
         p = self.pending.get(ev.call.id)
         if p is not None:  # the started call carries the arguments it really ran with
-            self.pending[ev.call.id] = replace(p, call=ev.call, status="started", attempts=ev.attempt)
+            self.pending[ev.call.id] = PendingCall(ev.call, "started", ev.attempt, p.note, p.path, p.where)
         # A decision is spent once its call starts: a retry allows one attempt, and an
         # approval was for the arguments shown, which the started call now records.
         self.decisions.pop(ev.call.id, None)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import inspect
 import json
 import os
 import socket
@@ -573,16 +572,19 @@ class Run:
         tool, call = step.tool, step.call
         invocation = Invocation(self.journal.run_id, call.id, tool.name)
         error: ErrorKind | None = None
-        budget = asyncio.timeout_at(self.deadline)
-        unknown = "" if inspect.iscoroutinefunction(tool.fn) else "; it runs in a thread and may still finish"
+        budget = asyncio.timeout_at(self.deadline) if self.deadline is not None else None
+        unknown = "" if tool.is_async else "; it runs in a thread and may still finish"
         try:
-            async with budget:
+            if budget is None:
                 value = await tool.invoke(step.args, invocation)
+            else:
+                async with budget:
+                    value = await tool.invoke(step.args, invocation)
             text = result_text(value)
         except ToolTimedOut as exc:
             text, error = f"{exc}{unknown}", "timeout"
         except TimeoutError as exc:
-            if not budget.expired():  # the tool's own timeout error, not one of ours
+            if budget is None or not budget.expired():  # the tool's own timeout error, not one of ours
                 text, error = f"tool {tool.name!r} failed: TimeoutError: {exc}", "raised"
             else:
                 text, error = f"tool {tool.name!r} was stopped: the run's time budget ran out{unknown}", "timeout"

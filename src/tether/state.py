@@ -68,7 +68,7 @@ def strict_loads(text: str | bytes) -> Any:
     ...
     ValueError: duplicate key 'a'
     """
-    return json.loads(text, object_pairs_hook=_unique_keys)
+    return _STRICT.decode(text.decode() if isinstance(text, bytes) else text)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -78,6 +78,9 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise ValueError(f"duplicate key {key!r}")
         out[key] = value
     return out
+
+
+_STRICT = json.JSONDecoder(object_pairs_hook=_unique_keys)
 
 
 def _depth_ok(value: Any, limit: int) -> bool:

@@ -15,6 +15,7 @@ reported back to the model, naming the field and showing the schema fragment.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 import json
@@ -118,6 +119,11 @@ class Tool:
         blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+    @functools.cached_property
+    def is_async(self) -> bool:
+        """Whether the function is a coroutine function (else it runs in a worker thread)."""
+        return inspect.iscoroutinefunction(self.fn)
+
     @property
     def is_question(self) -> bool:
         """Whether this tool asks a person instead of running (see :func:`ask_human`)."""
@@ -170,7 +176,7 @@ class Tool:
         kwargs = dict(args)
         if self.inject:
             kwargs[self.inject] = invocation
-        if inspect.iscoroutinefunction(self.fn):
+        if self.is_async:
             call: Awaitable[Any] = self.fn(**kwargs)
         else:
             call = asyncio.to_thread(self.fn, **kwargs)
