@@ -65,7 +65,7 @@ from .messages import Message, ToolCall
 from .policy import Policy, ask
 from .state import RunState, args_hash
 from .store import Lease, RunStore
-from .tools import Invocation, Tool, ToolTimedOut, result_text
+from .tools import ArgumentsInvalid, Invocation, Tool, ToolTimedOut, result_text
 from .turn import Execute, Note, Step, Wait, plan
 
 __all__ = ["Input", "Observer", "Parent", "Run", "Settings", "Watcher"]
@@ -143,6 +143,7 @@ class Run:
         self.key = parent.key if parent is not None else agent.signing_key
         self.journal = Journal()
         self._steps0 = self._tools0 = self._tokens0 = 0  # a child's counters when it (re)started
+        self._cost0 = 0.0
         self.ended = False
         self.limit: str | None = None
         self.lock = asyncio.Lock()
@@ -228,6 +229,8 @@ class Run:
         out = [await self.commit(ev) for ev in first]
         j = self.journal
         self._steps0, self._tools0, self._tokens0 = j.steps, j.tool_calls, j.usage.total_tokens
+        if self.parent is not None and self.parent.cost is not None:
+            self._cost0 = self.cost() or 0.0
         return out
 
     async def _new(self, input: Input) -> RunStarted:
@@ -247,8 +250,8 @@ class Run:
     async def _resume(self, state: RunState) -> list[Event]:
         self._check_resumable(state, trusted=False)
         stored = await self._check_against_store(state) if self.store is not None else None
+        self._follow(state)
         self.journal = Journal.from_state(state)
-        self._follow(self.journal.agent)
         if stored is not None:  # a state keeps the total usage only; the store knows it per model
             self.journal.usage_by_model = stored.usage_by_model
         resumed = RunStarted(state.run_id, (), True, self.fingerprint, self.agent.name, model=_model_of(self.agent))
@@ -264,9 +267,10 @@ class Run:
         journal = Journal.of(events)
         if journal.closed:
             raise StateError(f"run {self.run_id!r} was cancelled for good and cannot be resumed")
-        self._check_resumable(journal.snapshot(), trusted=True)
+        state = journal.snapshot()
+        self._check_resumable(state, trusted=True)
+        self._follow(state)
         self.journal = journal  # a store's journal already holds its decisions
-        self._follow(journal.agent)
         return [RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name, model=_model_of(self.agent))]
 
     def _check_resumable(self, state: RunState, *, trusted: bool) -> None:
@@ -287,15 +291,16 @@ class Run:
                 state.verify(key)
         state.check_decisions()
 
-    def _follow(self, name: str) -> None:
-        """Drive the run with the agent its journal says drives it (after a handoff)."""
-        if not name or name == self.agent.name:
-            return
-        agent = self.root.reachable(name)
+    def _follow(self, state: RunState) -> None:
+        """Drive the run with the agent its journal says drives it (after a handoff), once the
+        decisions it holds fit that agent's tools (so a bad one leaves the run as it was)."""
+        name = state.agent
+        agent = self.agent if not name or name == self.agent.name else self.root.reachable(name)
         if agent is None:
             raise StateIncompatible(
-                f"run {self.journal.run_id!r} is driven by agent {name!r}, which {self.root.name!r} cannot hand off to"
+                f"run {state.run_id!r} is driven by agent {name!r}, which {self.root.name!r} cannot hand off to"
             )
+        _check_edits(state, agent.tools)
         self.agent = agent
 
     async def _check_against_store(self, state: RunState) -> Journal:
@@ -305,6 +310,8 @@ class Run:
         if not events:
             raise StateTampered(f"run {state.run_id!r} is not in this agent's store; it cannot be resumed here")
         journal = Journal.of(events)
+        if journal.closed:
+            raise StateError(f"run {state.run_id!r} was cancelled for good and cannot be resumed")
         truth = journal.snapshot()
         if state.seq != truth.seq:
             raise LeaseConflict(
@@ -497,8 +504,10 @@ class Run:
         j, agent = self.journal, self.agent
         ctx = j.context
 
-        def gate(tool: Tool, args: dict[str, Any]) -> bool:
-            return tool.needs_approval(args, ctx) or bool(agent.approver and agent.approver(tool, args, ctx))
+        approvers = (*(self.parent.approvers if self.parent else ()), *((agent.approver,) if agent.approver else ()))
+
+        def gate(tool: Tool, args: dict[str, Any]) -> bool:  # the tool's gate, then every approver up the tree
+            return tool.needs_approval(args, ctx) or any(approve(tool, args, ctx) for approve in approvers)
 
         return [plan(p, agent.tools, j.decisions.get(p.call.id), gate) for p in j.pending.values()]
 
@@ -645,9 +654,10 @@ class Run:
         return saved if saved is not None else task
 
     def _left(self, call_id: str) -> Parent:
-        """What the parent has left, to bound the child it delegates to."""
-        agent, j = self.agent, self.journal
-        return Parent(
+        """What this run has left (bounded by its own ancestors), to bound the child it delegates to."""
+        agent, j, up = self.agent, self.journal, self.parent
+        spent = self.cost()
+        own = Parent(
             call_id=call_id,
             store=self.store,
             key=self.key,
@@ -655,6 +665,17 @@ class Run:
             steps=max(agent.max_steps - j.steps, 0),
             tool_calls=None if agent.max_tool_calls is None else max(agent.max_tool_calls - j.tool_calls, 0),
             tokens=None if agent.max_tokens is None else max(agent.max_tokens - j.usage.total_tokens, 0),
+            cost=None if agent.max_cost is None else max(agent.max_cost - (spent or 0.0), 0.0),
+            approvers=(*(up.approvers if up else ()), *((agent.approver,) if agent.approver else ())),
+        )
+        if up is None:
+            return own
+        return dataclasses.replace(
+            own,
+            steps=_least(own.steps, _less(up.steps, j.steps - self._steps0)),
+            tool_calls=_least(own.tool_calls, _less(up.tool_calls, j.tool_calls - self._tools0)),
+            tokens=_least(own.tokens, _less(up.tokens, j.usage.total_tokens - self._tokens0)),
+            cost=_least(own.cost, _less(up.cost, (spent or 0.0) - self._cost0)),
         )
 
     def _settle(self, call: ToolCall, name: str, state: RunState) -> Event:
@@ -713,6 +734,8 @@ class Run:
             return LimitReached("tokens", left.tokens)
         if left.tool_calls is not None and j.tool_calls - self._tools0 + new_calls > left.tool_calls:
             return LimitReached("tool_calls", left.tool_calls)
+        if left.cost is not None:
+            return self._over_cost(self._cost0 + left.cost)
         return None
 
     def _committed_output(self) -> str | None:
@@ -794,6 +817,16 @@ class Parent:
     steps: int | None
     tool_calls: int | None
     tokens: int | None
+    cost: float | None = None
+    approvers: tuple[Callable[[Tool, dict[str, Any], Context], bool], ...] = ()  # every ancestor's, root first
+
+
+def _less(left: Any, used: Any) -> Any:
+    return None if left is None else max(left - used, 0)
+
+
+def _least(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else min(a, b)
 
 
 _REASONS: dict[str, PauseReason] = {
@@ -815,6 +848,23 @@ class _CancelRequested(Exception):
 
 class _StoreDown(Exception):
     """The store refused a commit: the run stops where its store says it is."""
+
+
+def _check_edits(state: RunState, tools: Mapping[str, Tool]) -> None:
+    """Edited arguments and answers must fit their tools before anything is committed."""
+    calls = {p.call.id: p.call for p in state.pending}
+    for d in state.decisions:
+        tool = tools.get(calls[d.call_id].name) if d.call_id in calls else None
+        try:
+            if tool is not None and d.verdict == "approve" and d.args is not None:
+                tool.validate(d.args)
+            elif tool is not None and d.verdict == "answer":
+                tool.check_answer(d.answer)
+        except ArgumentsInvalid as exc:
+            what = "answer" if d.verdict == "answer" else "edited arguments"
+            raise StateError(
+                f"the {what} for call {d.call_id!r} do not fit: {exc} (decide again with replace)"
+            ) from None
 
 
 def _question_text(call: ToolCall) -> str:
@@ -842,16 +892,39 @@ _LIVE: set[str] = set()  # lease owners of the runs this process is advancing no
 
 
 def _owner() -> str:
-    """A lease owner name unique to this run in this process: host, pid and a nonce."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """A lease owner name unique to this run in this process: host, pid namespace, pid and a nonce."""
+    return f"{socket.gethostname()}:{_PID_NAMESPACE}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (containers on one host may share a hostname, never this)."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "?"  # unknown: never judged gone
+
+
+_PID_NAMESPACE = _pid_namespace()
 
 
 def _gone(owner: str) -> bool:
-    """Whether a lease's owner is known to be gone: a run of this process that ended, or a
-    process of this host that no longer exists. Anything else may be alive: wait for expiry."""
-    parts = owner.rsplit(":", 2)
-    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+    """Whether a lease's owner is known to be gone: a run of this process that ended, or a process of
+    this host and pid namespace that no longer exists. Anything else may be alive: wait for expiry."""
+    parts = owner.rsplit(":", 3)
+    if len(parts) != 4 or _PID_NAMESPACE == "?" or not parts[2].isdigit():
         return False
+    host, namespace, pid = parts[0], parts[1], int(parts[2])
+    if host != socket.gethostname() or namespace != _PID_NAMESPACE:
+        return False
+    if pid == os.getpid():
+        return owner not in _LIVE
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists (another user's process): not ours to judge
+    return False
     pid = int(parts[1])
     if pid == os.getpid():
         return owner not in _LIVE

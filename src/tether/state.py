@@ -80,7 +80,15 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-_STRICT = json.JSONDecoder(object_pairs_hook=_unique_keys)
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")  # NaN and Infinity: Python accepts them, JSON does not
+
+
+_STRICT = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_not_json)
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _depth_ok(value: Any, limit: int) -> bool:
@@ -106,11 +114,11 @@ def args_hash(arguments: str) -> str:
         text = canonical_json(json.loads(arguments))
     except (ValueError, RecursionError):  # not JSON (or absurdly deep): the text itself
         text = arguments
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _mac(key: bytes, payload: Any) -> str:
-    return hmac.new(key, canonical_json(payload).encode(), hashlib.sha256).hexdigest()
+    return hmac.new(key, canonical_json(payload).encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 def verdicts_for(status: CallStatus) -> tuple[Verdict, ...]:
@@ -485,8 +493,9 @@ class RunState:
         duplicate keys are refused at any depth and nesting is capped at
         :data:`MAX_DEPTH`, so what is verified is what every reader sees.
         """
-        if len(text) > max_bytes:
-            raise StateError(f"run state is {len(text)} bytes, over the cap of {max_bytes} (max_bytes=)")
+        size = len(text) if isinstance(text, bytes) or len(text) * 4 <= max_bytes else _utf8_size(text)
+        if size > max_bytes:
+            raise StateError(f"run state is {size} bytes, over the cap of {max_bytes} (max_bytes=)")
         try:
             data = strict_loads(text)
         except (ValueError, RecursionError) as exc:

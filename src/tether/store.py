@@ -23,12 +23,13 @@ from any process, without running the agent.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from .events import ApprovalDecided, Event
-from .exceptions import StateError
+from .exceptions import LeaseConflict, StateError
 from .journal import state_of
 from .state import Decision, RunState
 
@@ -133,9 +134,23 @@ async def record_decisions(
     state = await load_tree(store, run_id)
     decided = decide(state)
     writes = list(_new_decisions(state, decided, replace))
+    for run, _ in writes:  # nothing is recorded on a run a worker is advancing: its open calls may be running
+        await _check_waiting(store, run)
     for run, new in writes:  # each run's decisions go to its own journal, at the position it was seen
         await store.append(run.run_id, [ApprovalDecided(d) for d in new], expected_seq=run.seq)
     return decided
+
+
+async def _check_waiting(store: RunStore, run: RunState) -> None:
+    """Refuse a decision on a run that is not waiting for one, or that a live worker holds."""
+    if run.status not in ("paused", "needs-decision"):
+        raise StateError(f"run {run.run_id!r} is {run.status!r}, not waiting for a decision")
+    info = await store.get(run.run_id)
+    if info is not None and info.lease_expires_at is not None and info.lease_expires_at > time.time():
+        raise LeaseConflict(
+            f"run {run.run_id!r} is being advanced by {info.lease_owner!r}: decide once it has paused",
+            holder=info.lease_owner,
+        )
 
 
 async def load_tree(store: RunStore, run_id: str) -> RunState:

@@ -141,6 +141,14 @@ class Tool:
             errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}" for e in exc.errors())
             raise ArgumentsInvalid(f"the answer to {self.name!r} does not fit its schema: {errors}") from None
 
+    def answer_text(self, value: Any) -> str:
+        """How a validated answer is written for the model: text as it is, anything else as JSON
+        of the validated value (so extra or mistyped fields the person sent never reach it)."""
+        if isinstance(value, str):
+            return value
+        data = self.answer_validator.dump_python(value, mode="json") if self.answer_validator is not None else value
+        return json.dumps(data, sort_keys=True, ensure_ascii=False)
+
     def needs_approval(self, args: dict[str, Any], context: Context) -> bool:
         """Whether this call must wait for a human decision."""
         if callable(self.approval):

@@ -114,8 +114,7 @@ def _answered(call: ToolCall, tool: Tool, decision: Decision | None) -> Step:
         value = tool.check_answer(decision.answer)
     except ArgumentsInvalid as exc:
         raise StateError(f"the answer for call {call.id!r} is invalid: {exc}") from None
-    text = value if isinstance(value, str) else json.dumps(decision.answer, sort_keys=True, ensure_ascii=False)
-    return Note(ToolFinished(Message.tool_result(call.id, text, name=call.name)))
+    return Note(ToolFinished(Message.tool_result(call.id, tool.answer_text(value), name=call.name)))
 
 
 def _ask_gate(gate: Gate, tool: Tool, args: dict[str, Any]) -> tuple[bool, str]:

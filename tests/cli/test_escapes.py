@@ -89,3 +89,15 @@ def test_the_terminal_view_and_the_approval_prompt_cannot_be_repainted(spawn, sc
     run.expect(pexpect.EOF)
     _assert_clean(run.before)
     assert f"final answer: the file says notes {SHOWN}" in run.before
+
+
+def test_show_and_runs_never_print_a_model_chosen_tool_name_raw(tether, script, ws: Path) -> None:
+    name = "x\x1b]0;OWNED-TITLE\x07\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2J\ud800"
+    model = script([{"tool": name, "args": {}}, {"answer": "done"}])
+    tether("run", "hi", "--model", model)
+    rid = tether("runs", "--json").out.splitlines()[0]
+    rid = json.loads(rid)["run_id"]
+    shown = tether("show", rid)
+    assert shown.code == 0, shown.err
+    assert "\x1b" not in shown.out and "\x07" not in shown.out
+    assert "^[]0;OWNED-TITLE^G" in shown.out

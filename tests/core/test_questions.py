@@ -67,7 +67,7 @@ def test_a_structured_answer_is_validated_against_the_questions_schema() -> None
     agent = Agent(ScriptedModel([Action("ask_address", {"question": "Where to?"}), "ok"]), [ask])
     paused = agent.run_sync("ship")
     call_id = paused.pending[0].call.id
-    with pytest.raises(StateError, match=r"answer for call .* is invalid"):
+    with pytest.raises(StateError, match=r"answer for call .* does not fit"):
         agent.run_sync(paused.state.answer(call_id, {"street": "1 Rue"}))
     done = agent.run_sync(paused.state.answer(call_id, {"street": "1 Rue", "city": "Lyon"}))
     assert done.context[-2].content == '{"city": "Lyon", "street": "1 Rue"}'

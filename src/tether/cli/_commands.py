@@ -208,7 +208,7 @@ def resume(run_id: str | None, every: bool, as_json: bool, no_input: bool, **opt
         outcomes = []
         for rid in ids:
             if every:  # say which run the output below belongs to (stderr keeps --json clean)
-                click.echo(f"== resuming run {rid}", err=True)
+                say(f"== resuming run {rid}", err=True)
             outcomes.append(session.settle(session.resume(rid, renderer), renderer, asker))
     if not every:
         finish(outcomes[0], settings)
@@ -342,7 +342,7 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
     renderer = PlainRenderer()
     for ev in events:
         renderer.event(ev)
-    click.echo("\n".join(steps_report(events)))
+    say("\n".join(steps_report(events)))
     if state.pending and state.status in ("paused", "needs-decision"):
         say(describe_pending(tree or state))
 
@@ -496,7 +496,7 @@ def cancel(run_id: str, **opts: Any) -> None:
             raise UserError(f"run {rid!r} is running; press Ctrl-C in its terminal to cancel it")
         event = Cancelled("cancelled from the command line", final=True)
         session.run(session.store.append(rid, [event], expected_seq=state.seq))
-    click.echo(f"cancelled {rid}")
+    say(f"cancelled {rid}")
 
 
 def resolve(session: Session, text: str) -> str:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..exceptions import TetherError, UserError
+from ._render import visible
 
 if TYPE_CHECKING:
     from ..evals import Report
@@ -42,10 +43,10 @@ def _errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(visible(f"error: {exc}"), err=True)
             sys.exit(2)
         except TetherError as exc:
-            click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+            click.echo(visible(f"error: {type(exc).__name__}: {exc}"), err=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
@@ -64,7 +65,7 @@ def list_datasets() -> None:
     for name in datasets.names():
         ds = datasets.load(name)
         tags = sorted({t for c in ds.cases for t in c.tags})
-        click.echo(f"{name:<14} {len(ds):>3} cases  {ds.description or ', '.join(tags)}")
+        click.echo(visible(f"{name:<14} {len(ds):>3} cases  {ds.description or ', '.join(tags)}"))
 
 
 @eval_group.command("run")
@@ -120,10 +121,10 @@ def run_eval(dataset: str, **opts: Any) -> None:
             await store.aclose()
 
     report = asyncio.run(go())
-    click.echo(report.table(width=_width()))
+    click.echo(visible(report.table(width=_width())))
     for path in (opts["json_path"], opts["html_path"]):
         if path is not None:
-            click.echo(f"wrote {report.save(path)}")
+            click.echo(visible(f"wrote {report.save(path)}"))
     floor = opts["min_accuracy"]
     if floor is not None and report.summary().accuracy < floor:
         sys.exit(1)
@@ -138,7 +139,7 @@ def compare_reports(before: Path, after: Path) -> None:
     from ..evals import compare, load_report
 
     result = compare(load_report(before), load_report(after))
-    click.echo(result.table())
+    click.echo(visible(result.table()))
     if result.regressed:
         sys.exit(1)
 

@@ -31,6 +31,7 @@ import click
 from ..exceptions import UserError
 from ._config import Settings, load_settings, read_config, user_config_path
 from ._errors import ConfigError
+from ._render import visible
 
 if TYPE_CHECKING:
     from ..mcp import McpClient, McpServer
@@ -112,7 +113,7 @@ def list_servers(workspace: str | None) -> None:
         servers = configured_servers(settings)
         client = _client(settings)
     except UserError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(visible(f"error: {exc}"), err=True)
         sys.exit(2)
     if client is None:
         click.echo("no MCP servers are configured (add [mcp.servers.NAME] to .tether/config.toml)")
@@ -124,16 +125,16 @@ def list_servers(workspace: str | None) -> None:
 def _show(client: McpClient, server: McpServer) -> bool:
     from ..mcp import McpError
 
-    click.echo(f"{server.name}  ({server.transport}: {server.where()})")
+    click.echo(visible(f"{server.name}  ({server.transport}: {server.where()})"))
     try:
         tools = client.tools_sync(server.name)
     except McpError as exc:
-        click.echo(f"  error: {exc}")
+        click.echo(visible(f"  error: {exc}"))
         return False
     width = max((len(t.name) for t in tools), default=0)
     for t in tools:
         gate = "asks first" if t.approval else "runs freely"
-        click.echo(f"  {t.name:<{width}}  effect={t.effect:<10}  {gate:<11}  {_first_line(t.description)}")
+        click.echo(visible(f"  {t.name:<{width}}  effect={t.effect:<10}  {gate:<11}  {_first_line(t.description)}"))
     if not tools:
         click.echo("  (no tools)")
     return True

@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 
 WIDTH = 300  # a trace line shortens thoughts and results to this many characters
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # marks and overrides that reorder text
-_CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")  # all but tab and newline
-_RAW_IN_JSON = re.compile(f"[\x7f-\x9f{_BIDI}]")  # what json.dumps leaves unescaped
+# All controls but tab and newline, bidi overrides, and lone surrogates (a terminal cannot take them).
+_CONTROLS = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]")
+_RAW_IN_JSON = re.compile(f"[\x7f-\x9f{_BIDI}\ud800-\udfff]")  # what json.dumps leaves unescaped
 
 
 def _shown(char: str) -> str:

@@ -20,6 +20,7 @@ blocks the caller up to ``busy_timeout``.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -68,7 +69,7 @@ class SQLiteStore:
         self.durability: Durability = durability
         self._guard = threading.Lock()
         with self._translated("open"):
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            _create_private(Path(self.path))
             self._conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         try:
             with self._translated("open"):
@@ -234,6 +235,15 @@ class SQLiteStore:
             yield
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"SQLite store {self.path!r} could not {what}: {exc}") from exc
+
+
+def _create_private(path: Path) -> None:
+    """A new database file (and any folder made for it) only its owner can read: runs hold
+    whatever the model and the tools saw. SQLite gives its -wal and -shm files the same mode."""
+    if str(path) == ":memory:" or path.exists():
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
 
 
 def _lease(conn: sqlite3.Connection, run_id: str) -> Lease | None:
