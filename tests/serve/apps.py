@@ -114,18 +114,35 @@ def wait_for(name: str) -> str:
     return f"{name} is there"
 
 
+@tool(effect="once")
+def charge_slowly(gate: str, call: Invocation) -> str:
+    """Start a charge, and finish it only once a file named ``gate`` exists.
+
+    Args:
+        gate: the file to wait for.
+    """
+    oracle("charge", call.run_id, call.call_id, 5)
+    oracle("waiting", gate)
+    while not (Path(os.environ["TETHER_TEST_GATES"]) / gate).exists():
+        time.sleep(0.02)
+    return "charged $5, slowly"
+
+
 def slow_brain(context: Any, tools: Any) -> Any:
+    """``gate-N``: charge, then wait in a read-only tool; ``inside-N``: wait inside the charge."""
     done = [m.name for m in context if m.role == "tool"]
-    task = next(m.content for m in context if m.role == "user")
+    task = next(m.content for m in context if m.role == "user").strip()
+    if task.startswith("inside"):
+        return Action("charge_slowly", {"gate": task}) if not done else f"all done: {context.last().content}"
     if "charge" not in done:
         return Action("charge", {"amount": 5}, "charge first")
     if "wait_for" not in done:
-        return Action("wait_for", {"name": task.strip()}, "then wait for the gate")
+        return Action("wait_for", {"name": task}, "then wait for the gate")
     return "all done"
 
 
 def slow() -> Agent:
-    return Agent(FunctionPolicy(slow_brain), [charge, wait_for], name="slow", lease_ttl=30)
+    return Agent(FunctionPolicy(slow_brain), [charge, charge_slowly, wait_for], name="slow", lease_ttl=30)
 
 
 def echo() -> Agent:

@@ -27,7 +27,6 @@ from ..events import (
     Cancelled,
     Event,
     Failed,
-    Finished,
     LimitReached,
     ModelReplied,
     Paused,
@@ -60,6 +59,11 @@ def when(at: float | None) -> str:
         return '<time class="when">—</time>'
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
     return f'<time class="when" datetime="{stamp}" data-at="{at:.3f}">{time.strftime("%H:%M:%S UTC", time.gmtime(at))}</time>'
+
+
+def clock(at: float) -> str:
+    """An event's time of day (UTC), for logs."""
+    return f'<time class="clock">{time.strftime("%H:%M:%S", time.gmtime(at))}</time>' if at else ""
 
 
 def status_badge(status: str) -> str:
@@ -181,8 +185,6 @@ def _lines(ev: Event, agent: str) -> Iterable[tuple[str, str]]:
         d = ev.decision
         said = f": “{h(_short(d.message, 200))}”" if d.message else ""
         yield "decided", f"<b>✓ {h(d.by or 'someone')} said {h(d.verdict)}</b> {said}"
-    elif isinstance(ev, Finished):
-        yield "final", f"<b>final answer</b> {h(_short(ev.output, 2000))}"
     elif isinstance(ev, Failed):
         yield "ended error", f"<b>failed</b> {h(_short(ev.error))}"
     elif isinstance(ev, Cancelled):
@@ -199,7 +201,7 @@ def _reply(m: Message, agent: str) -> Iterable[tuple[str, str]]:
     for c in m.tool_calls:
         yield "call", f"<b>{h(agent)} calls</b> <code>{h(c.name)}({h(_short(c.arguments, 300))})</code>"
     if not m.tool_calls:
-        yield "thought", f"<b>{h(agent)} answered</b> {h(_short(m.content, 2000))}"
+        yield "final", f"<b>final answer</b> {h(_short(m.content, 2000))}"
 
 
 # -- an item card ---------------------------------------------------------------------

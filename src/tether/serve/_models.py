@@ -87,7 +87,7 @@ class Answer(_Body):
     """Answer a question: text, or JSON that fits the question's answer schema."""
 
     args_hash: str = Hash
-    answer: Any = Field(description="The answer (never null).")
+    answer: Any = Field(description="The answer (never null).", json_schema_extra={"not": {"type": "null"}})
     by: str | None = By
 
 

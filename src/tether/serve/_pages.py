@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from ._api import error_response, read_bytes
-from ._html import card, h, hidden, page, run_link, status_badge, story, when
+from ._html import card, clock, h, hidden, page, run_link, status_badge, story, when
 from ._secrets import same_secret
 from ._security import csrf_ok, route_path, session_cookie
 from ._service import ApiError, Choice
@@ -184,14 +184,19 @@ def run_body(request: Request, run: RunView) -> str:
         f'<div class="head run-head" id="run" data-run="{h(run.run_id)}" data-seq="{run.seq}">'
         f'<p class="crumbs"><a href="{h(root(request))}/runs">Runs</a> / <code>{h(run.run_id)}</code></p>'
         f"<h1>“{h(run.task[:300])}”</h1>"
-        f'<div class="sub-row"><p class="sub">{status_badge(run.status)} {h(run.agent)} · started {when(run.created_at)} · '
-        f'{run.usage["requests"]} model requests</p>{cancel}</div></div>'
+        f'<div class="sub-row"><p class="sub">{status_badge(run.status)} {h(run.agent)} · started {when(run.created_at)}'
+        f"{_usage(run)}</p>{cancel}</div></div>"
         f"{error}{answer}<div id=\"items\">{cards}</div>"
         f'<section class="panel"><h2>Story</h2>{story(run.events, run.agent)}</section>'
         f'<section class="panel"><h2>Live events</h2><ol class="events" id="events" data-after="{run.seq}">'
-        + "".join(f'<li><span class="pos">{n}</span> {h(ev.kind)} {when(ev.at)}</li>' for n, ev in enumerate(run.events, 1))
+        + "".join(f'<li><span class="pos">{n}</span> {clock(ev.at)} {h(ev.kind)}</li>' for n, ev in enumerate(run.events, 1))
         + "</ol></section>"
     )
+
+
+def _usage(run: RunView) -> str:
+    tokens = run.usage["input_tokens"] + run.usage["output_tokens"]
+    return f" · {run.usage['requests']} model requests, {tokens:,} tokens" if run.usage["requests"] else ""
 
 
 async def run_fragment(request: Request) -> Response:

@@ -288,7 +288,8 @@
         const pos = document.createElement("span");
         pos.className = "pos";
         pos.textContent = event.lastEventId;
-        li.append(pos, ` ${kind} `, Object.assign(document.createElement("time"), { textContent: "just now" }));
+        const at = new Date().toISOString().slice(11, 19);
+        li.append(pos, " ", Object.assign(document.createElement("time"), { className: "clock", textContent: at }), ` ${kind}`);
         (document.getElementById("events") || log).append(li);
         later("run", refreshRunPage);
       };
@@ -321,7 +322,7 @@
     const box = card.querySelector(`details[data-key="${key}"]`);
     if (!box) return false;
     box.open = true;
-    const field = box.querySelector("textarea, input, button");
+    const field = box.querySelector("textarea") || box.querySelector("button");
     if (field) field.focus();
     return true;
   }
