@@ -191,7 +191,9 @@ def test_a_decision_recorded_by_another_process_is_noticed_and_the_run_resumes(s
             url = served.store if served.backend == "postgres" else str(served.home / ".tether/runs.db")
             store, key = open_store(url), server_key(url, served.env)
             try:
-                await record_decisions(store, item["run_id"], lambda s: s.approve(item["call_id"], by="cli:ops", key=key))
+                await record_decisions(
+                    store, item["run_id"], lambda s: s.approve(item["call_id"], by="cli:ops", key=key)
+                )
             finally:
                 await store.aclose()
 

@@ -29,12 +29,18 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-XSS = "Refund C555 <script>window.__xss = 1</script> <img src=x onerror=\"window.__xss = 2; alert(2)\"> javascript:alert(3)"
+XSS = (
+    'Refund C555 <script>window.__xss = 1</script> <img src=x onerror="window.__xss = 2; alert(2)"> javascript:alert(3)'
+)
 
 
 @pytest.fixture
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = Path(os.environ["TETHER_ARTIFACTS"]) if os.environ.get("TETHER_ARTIFACTS") else tmp_path_factory.mktemp("screens")
+    where = (
+        Path(os.environ["TETHER_ARTIFACTS"])
+        if os.environ.get("TETHER_ARTIFACTS")
+        else tmp_path_factory.mktemp("screens")
+    )
     where.mkdir(parents=True, exist_ok=True)
     print(f"\nscreenshots: {where}")
     return where

@@ -43,7 +43,10 @@ async def test_a_server_mounted_under_a_prefix_serves_its_api_and_pages_there() 
     outer = Starlette(routes=[Mount("/tether", app=server.app)], lifespan=lambda _: server.running())
     transport = httpx.ASGITransport(app=outer)
     headers = {"authorization": f"Bearer {TOKEN}", "host": "127.0.0.1"}
-    async with server.running(), httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers) as c:
+    async with (
+        server.running(),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers) as c,
+    ):
         started = await c.post("/tether/api/runs", json={"agent": "support", "input": "Refund A1"})
         assert started.status_code == 201 and started.headers["location"].startswith("/tether/api/runs/")
         run_id = started.json()["run_id"]
@@ -106,18 +109,24 @@ async def test_cancelling_a_running_run_stops_its_worker_at_its_next_commit() ->
     assert len(asked) == 1  # the model was never asked again
 
 
+def _finished(store: MemoryStore, run_id: str) -> Any:
+    async def check() -> bool:
+        events = await store.load(run_id)
+        return bool(events) and events[-1].kind == "finished"
+
+    return check
+
+
 async def test_stopping_the_workers_just_as_a_run_lets_go_of_its_lease_never_hangs() -> None:
     """A cancellation that lands while a run releases its lease used to be swallowed (the pool then hung)."""
     for n in range(30):
         store = MemoryStore()
-        server = Server([Agent(FunctionPolicy(lambda c, t: "hi"), name="a")], store=store, env={"TETHER_SERVE_TOKEN": TOKEN})
+        server = Server(
+            [Agent(FunctionPolicy(lambda c, t: "hi"), name="a")], store=store, env={"TETHER_SERVE_TOKEN": TOKEN}
+        )
         async with asyncio.timeout(20):
             async with server.running():
                 view, _ = await server.service.start("a", f"hello {n}", run_id=None, key=None, meta={})
 
-                async def finished(run_id: str = view.run_id) -> bool:
-                    events = await store.load(run_id)
-                    return bool(events) and events[-1].kind == "finished"
-
-                await until(finished, "the run finishes")
+                await until(_finished(store, view.run_id), "the run finishes")
         assert (await store.get(view.run_id)).status == "finished"  # type: ignore[union-attr]

@@ -28,7 +28,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (the http.server name)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
                 receiver.got.append(({k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
                 self.send_response(500 if len(receiver.got) <= receiver.fail else 204)

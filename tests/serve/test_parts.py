@@ -52,7 +52,11 @@ def test_where_the_secrets_live_and_where_they_come_from(tmp_path: Path) -> None
     assert len(key) == 32 and (tmp_path / "signing.key").exists()
     assert server_key("postgresql://db/app", {"TETHER_SIGNING_KEY": "ab" * 16}) == bytes.fromhex("ab" * 16)
     assert [is_loopback(h) for h in ("127.0.0.2", "::1", "[::1]", "10.0.0.1", "example.org")] == [
-        True, True, True, False, False,
+        True,
+        True,
+        True,
+        False,
+        False,
     ]
 
 
@@ -79,7 +83,12 @@ def test_wrong_tokens_are_counted_per_client_within_a_window() -> None:
 
 @pytest.mark.parametrize(
     ("header", "name"),
-    [("127.0.0.1:8765", "127.0.0.1"), ("LOCALHOST", "localhost"), ("[::1]:8765", "[::1]"), ("evil.example", "evil.example")],
+    [
+        ("127.0.0.1:8765", "127.0.0.1"),
+        ("LOCALHOST", "localhost"),
+        ("[::1]:8765", "[::1]"),
+        ("evil.example", "evil.example"),
+    ],
 )
 def test_host_headers_are_reduced_to_their_names(header: str, name: str) -> None:
     assert _hostname(header) == name
@@ -94,8 +103,12 @@ async def _paused_events(*tools_and_replies: object) -> list:  # type: ignore[ty
 
 
 def test_a_paused_runs_view_lists_its_items_with_hashes_schemas_and_times() -> None:
-    events = asyncio.run(_paused_events([refund, ask_human()], [Action("refund", {"order": "A1", "amount": 5}),
-                                                                 Action("ask_human", {"question": "Why?"})]))
+    events = asyncio.run(
+        _paused_events(
+            [refund, ask_human()],
+            [Action("refund", {"order": "A1", "amount": 5}), Action("ask_human", {"question": "Why?"})],
+        )
+    )
     agent = Agent(ScriptedModel([]), [refund, ask_human()], name="support")
     view = view_of(events, {"support": agent})
     approval, question = view.items
@@ -134,7 +147,9 @@ def test_json_and_stories_are_escaped_token_by_token() -> None:
     assert "<script>" not in out and "&lt;script&gt;" in out and "&lt;k&gt;" in out
     text = html.unescape(re.sub(r"<[^>]+>", "", out))
     assert json.loads(text) == nasty  # what is shown is the JSON itself
-    events = asyncio.run(_paused_events([refund], Action("refund", {"order": "<img src=x onerror=alert(1)>", "amount": 1})))
+    events = asyncio.run(
+        _paused_events([refund], Action("refund", {"order": "<img src=x onerror=alert(1)>", "amount": 1}))
+    )
     assert "<img" not in story(events, "<b>agent</b>") and "&lt;b&gt;agent&lt;/b&gt;" in story(events, "<b>agent</b>")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import Served, paused, start, wait_run
+from .conftest import Served, paused, wait_run
 
 
 def operations(served: Served) -> list[tuple[str, str]]:
@@ -114,7 +114,9 @@ def _decide_with_the_cookie(sqlite_served: Served, c: httpx.Client, item: dict) 
     page = c.get("/").text
     csrf = re.search(r'name="csrf-token" content="([0-9a-f]+)"', page).group(1)  # type: ignore[union-attr]
     assert c.post("/api/runs", json={"agent": "echo", "input": "x"}).status_code == 403
-    assert c.post("/api/runs", json={"agent": "echo", "input": "x"}, headers={"x-csrf-token": "0" * 32}).status_code == 403
+    assert (
+        c.post("/api/runs", json={"agent": "echo", "input": "x"}, headers={"x-csrf-token": "0" * 32}).status_code == 403
+    )
     assert c.post("/api/runs", json={"agent": "echo", "input": "x"}, headers={"x-csrf-token": csrf}).status_code == 201
     form = {"run_id": item["run_id"], "call_id": item["call_id"], "args_hash": item["args_hash"], "verdict": "approve"}
     assert c.post("/decide", data=form).status_code == 403  # no CSRF field
@@ -153,33 +155,51 @@ def test_get_routes_change_nothing(sqlite_served: Served) -> None:
 
 def _get_everything(c: httpx.Client, run_id: str, call_id: str) -> None:
     paths = [
-        "/", "/runs", f"/runs/{run_id}", f"/fragments/items/{run_id}", f"/fragments/runs/{run_id}", "/api/runs",
-        f"/api/runs/{run_id}", f"/api/runs/{run_id}/events", "/api/items", "/api/agents", "/openapi.json",
-        f"/api/runs/{run_id}/items/{call_id}/approve", f"/decide?run_id={run_id}&call_id={call_id}&verdict=approve",
-        f"/runs/{run_id}/cancel", "/logout", f"/api/runs/{run_id}/cancel",
+        "/",
+        "/runs",
+        f"/runs/{run_id}",
+        f"/fragments/items/{run_id}",
+        f"/fragments/runs/{run_id}",
+        "/api/runs",
+        f"/api/runs/{run_id}",
+        f"/api/runs/{run_id}/events",
+        "/api/items",
+        "/api/agents",
+        "/openapi.json",
+        f"/api/runs/{run_id}/items/{call_id}/approve",
+        f"/decide?run_id={run_id}&call_id={call_id}&verdict=approve",
+        f"/runs/{run_id}/cancel",
+        "/logout",
+        f"/api/runs/{run_id}/cancel",
     ]
     for path in paths:
         assert c.get(path).status_code in (200, 401, 404, 405), path
+
+
+def race(served: Served, item: dict) -> dict[str, httpx.Response]:  # type: ignore[type-arg]
+    """Ana approves and Bob denies ``item`` at the same moment, each with a client of their own."""
+    url = f"/api/runs/{item['run_id']}/items/{item['call_id']}"
+    results: dict[str, httpx.Response] = {}
+    go = threading.Barrier(2)
+
+    def decide(verdict: str, who: str) -> None:
+        with served.client() as c:
+            go.wait()
+            results[who] = c.post(f"{url}/{verdict}", json={"args_hash": item["args_hash"], "by": who})
+
+    threads = [threading.Thread(target=decide, args=a) for a in (("approve", "ana"), ("deny", "bob"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
 
 
 def test_two_reviewers_deciding_one_item_at_once_one_wins_and_the_other_sees_who(served: Served) -> None:
     for trial in range(8):
         with served.client() as api:
             item = paused(api, f"Refund A1234 (trial {trial})")["items"][0]
-        url = f"/api/runs/{item['run_id']}/items/{item['call_id']}"
-        results: dict[str, httpx.Response] = {}
-        go = threading.Barrier(2)
-
-        def decide(verdict: str, who: str) -> None:
-            with served.client() as c:
-                go.wait()
-                results[who] = c.post(f"{url}/{verdict}", json={"args_hash": item["args_hash"], "by": who})
-
-        threads = [threading.Thread(target=decide, args=a) for a in (("approve", "ana"), ("deny", "bob"))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = race(served, item)
         codes = sorted(r.status_code for r in results.values())
         assert codes == [200, 409], {k: r.text for k, r in results.items()}
         winner = next(k for k, r in results.items() if r.status_code == 200)
@@ -208,13 +228,20 @@ def test_serving_beyond_loopback_without_a_token_refuses_to_start(tmp_path: Path
 
 def test_the_server_listens_on_loopback_only(sqlite_served: Served) -> None:
     port = f"{sqlite_served.port:04X}"
-    listening = [line.split()[1] for line in Path("/proc/net/tcp").read_text().splitlines()[1:]
-                 if line.split()[1].endswith(f":{port}") and line.split()[3] == "0A"]
+    listening = [
+        line.split()[1]
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]
+        if line.split()[1].endswith(f":{port}") and line.split()[3] == "0A"
+    ]
     assert listening == [f"0100007F:{port}"]  # 127.0.0.1, nothing else
-    assert not [line for line in Path("/proc/net/tcp6").read_text().splitlines()[1:] if line.split()[1].endswith(f":{port}")]
+    assert not [
+        line for line in Path("/proc/net/tcp6").read_text().splitlines()[1:] if line.split()[1].endswith(f":{port}")
+    ]
 
 
-@pytest.mark.parametrize("payload", ["<script>alert(1)</script>", '<img src=x onerror="alert(1)">', "javascript:alert(1)"])
+@pytest.mark.parametrize(
+    "payload", ["<script>alert(1)</script>", '<img src=x onerror="alert(1)">', "javascript:alert(1)"]
+)
 def test_arguments_are_rendered_as_escaped_text_in_every_page(sqlite_served: Served, payload: str) -> None:
     with sqlite_served.client() as api:
         run = paused(api, f"Refund A1234 {payload}")

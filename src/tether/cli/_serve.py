@@ -47,7 +47,9 @@ def load_agent(spec: str) -> Any:
 @click.command()
 @click.argument("apps", nargs=-1, required=True, metavar="APP...")
 @click.option("--store", metavar="URL", default="sqlite:///.tether/runs.db", show_default=True, help="Run store URL.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (not loopback: needs a token).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (not loopback: needs a token)."
+)
 @click.option("--port", type=int, default=8765, show_default=True)
 @click.option("--workers", type=int, default=4, show_default=True, help="Runs advanced at once.")
 @click.option("--notify", metavar="URL", help="Webhook: a signed POST when items start waiting.")
@@ -61,8 +63,6 @@ def serve(apps: tuple[str, ...], store: str, host: str, port: int, workers: int,
       tether serve examples.refund_server:support
       open http://127.0.0.1:8765/ and sign in with the token in .tether/serve.token
     """
-    from ._commands import fail
-
     try:
         import uvicorn
 
@@ -72,14 +72,27 @@ def serve(apps: tuple[str, ...], store: str, host: str, port: int, workers: int,
         agents = [load_agent(spec) for spec in apps]
         public = options.pop("public_url") or f"http://{host}:{port}"
         hosts = options.pop("allow_hosts")
-        server = Server(agents, store=store, host=host, allowed_hosts=hosts, public_url=public, workers=workers, **options)
+        server = Server(
+            agents, store=store, host=host, allowed_hosts=hosts, public_url=public, workers=workers, **options
+        )
     except UserError as exc:
-        fail(str(exc))
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
     if not is_loopback(host):
-        click.echo(f"warning: serving on {host}:{port}, beyond this machine: anyone who reaches it needs the token; "
-                   "put TLS in front of it", err=True)
+        click.echo(
+            f"warning: serving on {host}:{port}, beyond this machine: anyone who reaches it needs the token; "
+            "put TLS in front of it",
+            err=True,
+        )
         logging.getLogger("tether.serve").warning("listening on %s:%d (not loopback)", host, port)
     click.echo(f"tether serve: {', '.join(server.agents)} over {store}")
     click.echo(f"inbox: {public}/   sign in with the token in {server.token_hint}")
-    uvicorn.run(server.app, host=host, port=port, log_level="info", proxy_headers=False, server_header=False,
-                timeout_graceful_shutdown=3)
+    uvicorn.run(
+        server.app,
+        host=host,
+        port=port,
+        log_level="info",
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=3,
+    )

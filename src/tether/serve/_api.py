@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import pydantic
@@ -25,10 +25,8 @@ from ..events import to_dict
 from ._models import Answer, Approve, CancelBody, Deny, Retry, Skip, StartRun
 from ._service import ApiError, Choice
 from ._sse import change_stream, position_from, run_stream
+from ._state import served as server
 from ._views import item_json, run_json, summary_json
-
-if TYPE_CHECKING:
-    from ._server import Server
 
 __all__ = ["OPERATIONS", "Operation", "error_response"]
 
@@ -50,10 +48,6 @@ class Operation:
     ok: tuple[tuple[int, str], ...] = ((200, "Run"),)  # status -> schema name ("sse": an event stream)
     errors: tuple[int, ...] = ()
     query: tuple[str, ...] = ()
-
-
-def server(request: Request) -> Server:
-    return request.app.state.server  # type: ignore[no-any-return]
 
 
 def error_response(exc: ApiError) -> JSONResponse:
@@ -143,9 +137,7 @@ async def start_run(request: Request) -> Response:
     key = request.headers.get("idempotency-key")
     if key is not None and not 1 <= len(key) <= 200:
         raise ApiError(422, "invalid-key", "Idempotency-Key must be 1 to 200 characters")
-    view, new = await server(request).service.start(
-        body.agent, body.input, run_id=body.run_id, key=key, meta=body.meta
-    )
+    view, new = await server(request).service.start(body.agent, body.input, run_id=body.run_id, key=key, meta=body.meta)
     where = f"{request.scope.get('root_path', '')}/api/runs/{quote(view.run_id, safe='')}"
     return reply(run_json(view), 201 if new else 200, {"location": where})
 
@@ -255,9 +247,7 @@ OPERATIONS: tuple[Operation, ...] = (
         query=("status", "agent", "limit", "offset"),
     ),
     Operation("GET", RUN, show_run, "A run: status, trace, usage and every open item", errors=(404,)),
-    Operation(
-        "POST", RUN + "/cancel", cancel_run, "End a run for good", CancelBody, errors=(400, 404, 409, 413, 422)
-    ),
+    Operation("POST", RUN + "/cancel", cancel_run, "End a run for good", CancelBody, errors=(400, 404, 409, 413, 422)),
     Operation(
         "GET",
         RUN + "/events",
@@ -277,10 +267,52 @@ OPERATIONS: tuple[Operation, ...] = (
         query=("after",),
     ),
     Operation("GET", "/api/items", list_items, "Every item waiting for a person", ok=((200, "ItemList"),)),
-    Operation("GET", "/api/changes", stream_changes, "Which runs change, live (server-sent events)", ok=((200, "sse"),)),
-    Operation("POST", ITEM + "/approve", _decide("approve", Approve), "Approve a call", Approve, ((200, "Decided"),), DECIDE_ERRORS),
-    Operation("POST", ITEM + "/deny", _decide("deny", Deny), "Deny a call with a message", Deny, ((200, "Decided"),), DECIDE_ERRORS),
-    Operation("POST", ITEM + "/retry", _decide("retry", Retry), "Run again a call whose outcome is unknown", Retry, ((200, "Decided"),), DECIDE_ERRORS),
-    Operation("POST", ITEM + "/skip", _decide("skip", Skip), "Skip a call whose outcome is unknown", Skip, ((200, "Decided"),), DECIDE_ERRORS),
-    Operation("POST", ITEM + "/answer", _decide("answer", Answer), "Answer a question", Answer, ((200, "Decided"),), DECIDE_ERRORS),
+    Operation(
+        "GET", "/api/changes", stream_changes, "Which runs change, live (server-sent events)", ok=((200, "sse"),)
+    ),
+    Operation(
+        "POST",
+        ITEM + "/approve",
+        _decide("approve", Approve),
+        "Approve a call",
+        Approve,
+        ((200, "Decided"),),
+        DECIDE_ERRORS,
+    ),
+    Operation(
+        "POST",
+        ITEM + "/deny",
+        _decide("deny", Deny),
+        "Deny a call with a message",
+        Deny,
+        ((200, "Decided"),),
+        DECIDE_ERRORS,
+    ),
+    Operation(
+        "POST",
+        ITEM + "/retry",
+        _decide("retry", Retry),
+        "Run again a call whose outcome is unknown",
+        Retry,
+        ((200, "Decided"),),
+        DECIDE_ERRORS,
+    ),
+    Operation(
+        "POST",
+        ITEM + "/skip",
+        _decide("skip", Skip),
+        "Skip a call whose outcome is unknown",
+        Skip,
+        ((200, "Decided"),),
+        DECIDE_ERRORS,
+    ),
+    Operation(
+        "POST",
+        ITEM + "/answer",
+        _decide("answer", Answer),
+        "Answer a question",
+        Answer,
+        ((200, "Decided"),),
+        DECIDE_ERRORS,
+    ),
 )

@@ -57,8 +57,8 @@ def when(at: float | None) -> str:
     """A ``<time>`` the script turns into "3 min ago"; the UTC time without it."""
     if not at:
         return '<time class="when">—</time>'
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
-    return f'<time class="when" datetime="{stamp}" data-at="{at:.3f}">{time.strftime("%H:%M:%S UTC", time.gmtime(at))}</time>'
+    stamp, shown = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)), time.strftime("%H:%M:%S UTC", time.gmtime(at))
+    return f'<time class="when" datetime="{stamp}" data-at="{at:.3f}">{shown}</time>'
 
 
 def clock(at: float) -> str:
@@ -85,8 +85,9 @@ def page(
             f'<span class="user" title="Decisions are signed as web:{h(user)}">{h(user)}</span>'
             '<button class="link" type="submit">Log out</button></form>'
         )
+    brand = f'<a class="brand" href="{h(root)}/"><span class="mark" aria-hidden="true"></span>tether</a>'
     bar = (
-        f'<header class="bar"><a class="brand" href="{h(root)}/"><span class="mark" aria-hidden="true"></span>tether</a>'
+        f'<header class="bar">{brand}'
         f'<nav>{links}</nav><span class="live" id="live" title="Live updates" hidden>offline</span>{account}</header>'
         if user
         else ""
@@ -135,7 +136,7 @@ def json_html(value: Any, indent: int = 0) -> str:
             f"{json_html(v, indent + 1)}"
             for k, v in value.items()
         ]
-        return '<span class="p">{</span>\n' + ',\n'.join(rows) + f'\n{pad}<span class="p">}}</span>'
+        return '<span class="p">{</span>\n' + ",\n".join(rows) + f'\n{pad}<span class="p">}}</span>'
     if isinstance(value, list) and value:
         rows = [f"{inner}{json_html(v, indent + 1)}" for v in value]
         return '<span class="p">[</span>\n' + ",\n".join(rows) + f'\n{pad}<span class="p">]</span>'
@@ -170,7 +171,7 @@ def story(events: Sequence[Event], agent: str) -> str:
 
 def _lines(ev: Event, agent: str) -> Iterable[tuple[str, str]]:
     if isinstance(ev, RunStarted):
-        yield from (("asked", f'<b>you asked</b> “{h(_short(m.content))}”') for m in ev.messages if m.role == "user")
+        yield from (("asked", f"<b>you asked</b> “{h(_short(m.content))}”") for m in ev.messages if m.role == "user")
     elif isinstance(ev, ModelReplied):
         yield from _reply(ev.message, agent)
     elif isinstance(ev, ToolFinished):
@@ -222,14 +223,19 @@ def card(item: ItemView, run: RunView, *, root: str, csrf: str, back: str, open_
         if item.kind == "outcome-unknown"
         else ""
     )
-    args = "" if item.kind == "question" else f'<div class="args"><div class="label">Arguments</div>{arguments_html(item)}</div>'
+    args = (
+        ""
+        if item.kind == "question"
+        else f'<div class="args"><div class="label">Arguments</div>{arguments_html(item)}</div>'
+    )
     details = " open" if open_story else ""
     return (
         f'<article class="item k-{item.kind}" id="{h(ident)}" tabindex="0" data-run="{h(item.run_id)}" '
         f'data-call="{h(item.call_id)}" data-since="{item.since:.3f}">'
         f'<header><span class="badge k-{item.kind}">{KIND_LABEL[item.kind]}</span>{title}{meta}</header>'
         f'<p class="task">“{h(_short(run.task, 600))}”</p>'
-        f'<details class="story-box"{details}><summary>What happened so far</summary>{story(run.events, run.agent)}</details>'
+        f'<details class="story-box"{details}><summary>What happened so far</summary>'
+        f"{story(run.events, run.agent)}</details>"
         f"{args}{note}{unknown}"
         f'<div class="actions">{_actions(item, root=root, csrf=csrf, back=back)}</div>'
         '<p class="outcome" role="status" aria-live="polite"></p></article>'
@@ -239,47 +245,56 @@ def card(item: ItemView, run: RunView, *, root: str, csrf: str, back: str, open_
 def _form(item: ItemView, inner: str, *, root: str, csrf: str, back: str, cls: str = "") -> str:
     fields = "".join(
         hidden(k, v)
-        for k, v in (("csrf", csrf), ("run_id", item.run_id), ("call_id", item.call_id), ("args_hash", item.args_hash), ("back", back))
+        for k, v in (
+            ("csrf", csrf),
+            ("run_id", item.run_id),
+            ("call_id", item.call_id),
+            ("args_hash", item.args_hash),
+            ("back", back),
+        )
     )
     return f'<form method="post" action="{h(root)}/decide" class="decide {cls}">{fields}{inner}</form>'
 
 
+def _more(key: str, summary: str, form: str) -> str:
+    """A folded panel (a ``<details>``) holding one more form; ``key`` is its keyboard shortcut."""
+    return f'<details class="more" data-key="{key}"><summary>{summary}</summary>{form}</details>'
+
+
+PROBLEMS = '<p class="problems" aria-live="polite"></p>'
+
+
 def _actions(item: ItemView, **where: str) -> str:
     if item.kind == "approval":
-        edit_text = h(json.dumps(item.arguments, indent=2, ensure_ascii=False)) if not isinstance(item.arguments, str) else h(item.arguments)
-        schema = h(json.dumps(item.parameters or {}))
-        return (
-            _form(item, '<button class="primary" name="verdict" value="approve" data-key="a">Approve</button>', **where)
-            + '<details class="more" data-key="e"><summary>Edit &amp; approve</summary>'
-            + _form(
-                item,
-                f'<label>Arguments (JSON, checked against the tool\'s schema)<textarea name="args" rows="8" spellcheck="false" '
-                f'data-schema="{schema}">{edit_text}</textarea></label><p class="problems" aria-live="polite"></p>'
-                '<button name="verdict" value="approve">Approve with these arguments</button>',
-                cls="edit",
-                **where,
-            )
-            + '</details><details class="more" data-key="d"><summary>Deny…</summary>'
-            + _form(
-                item,
-                '<label>Message for the agent (it reads this)<textarea name="message" rows="3"></textarea></label>'
-                '<button class="danger" name="verdict" value="deny">Deny</button>',
-                **where,
-            )
-            + "</details>"
-        )
+        return _approval_actions(item, **where)
     if item.kind == "question":
         return _answer_form(item, **where)
+    retry = '<button class="primary" name="verdict" value="retry" data-key="r">Run it again</button>'
+    skip = (
+        '<label>Message for the agent<textarea name="message" rows="3"></textarea></label>'
+        '<button name="verdict" value="skip">Skip it</button>'
+    )
+    return _form(item, retry, **where) + _more("s", "Skip…", _form(item, skip, **where))
+
+
+def _approval_actions(item: ItemView, **where: str) -> str:
+    value = item.arguments
+    text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+    schema = h(json.dumps(item.parameters or {}))
+    approve = '<button class="primary" name="verdict" value="approve" data-key="a">Approve</button>'
+    edit = (
+        "<label>Arguments (JSON, checked against the tool's schema)"
+        f'<textarea name="args" rows="8" spellcheck="false" data-schema="{schema}">{h(text)}</textarea></label>'
+        f'{PROBLEMS}<button name="verdict" value="approve">Approve with these arguments</button>'
+    )
+    deny = (
+        '<label>Message for the agent (it reads this)<textarea name="message" rows="3"></textarea></label>'
+        '<button class="danger" name="verdict" value="deny">Deny</button>'
+    )
     return (
-        _form(item, '<button class="primary" name="verdict" value="retry" data-key="r">Run it again</button>', **where)
-        + '<details class="more" data-key="s"><summary>Skip…</summary>'
-        + _form(
-            item,
-            '<label>Message for the agent<textarea name="message" rows="3"></textarea></label>'
-            '<button name="verdict" value="skip">Skip it</button>',
-            **where,
-        )
-        + "</details>"
+        _form(item, approve, **where)
+        + _more("e", "Edit &amp; approve", _form(item, edit, cls="edit", **where))
+        + _more("d", "Deny…", _form(item, deny, **where))
     )
 
 
@@ -294,7 +309,8 @@ def _answer_form(item: ItemView, **where: str) -> str:
     field = (
         f'<label>Your answer{"" if text else " (JSON)"}<textarea name="answer" rows="{2 if text else 5}" required '
         f'data-key="n" data-schema="{h(json.dumps(schema))}" data-json="{"" if text else "1"}"></textarea></label>'
-        '<p class="problems" aria-live="polite"></p>'
+        f"{PROBLEMS}"
     )
-    inner = f'{hidden("as", "text" if text else "json")}{field}<button class="primary" name="verdict" value="answer">Send answer</button>'
+    send = '<button class="primary" name="verdict" value="answer">Send answer</button>'
+    inner = f"{hidden('as', 'text' if text else 'json')}{field}{send}"
     return _form(item, inner, cls="answer", **where)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..events import Event
 from ..store import RunStore
@@ -40,21 +40,30 @@ async def wait_for(flag: asyncio.Event, timeout: float) -> bool:
 
 
 class Feed:
-    """The events of one run, loaded again only when the store has more."""
+    """The events of one run as its subscribers read them, loaded again only after a change.
 
-    def __init__(self, store: RunStore, run_id: str) -> None:
-        self.store, self.run_id = store, run_id
+    Each event's SSE frame is encoded once (``render``), however many read it.
+    """
+
+    def __init__(self, store: RunStore, run_id: str, render: Callable[[int, Event], str]) -> None:
+        self.store, self.run_id, self.render = store, run_id, render
         self.events: list[Event] = []
+        self.frames: list[str] = []
         self.subscribers = 0
+        self.stale = True  # set by the hub on each change
         self._lock = asyncio.Lock()
 
-    async def after(self, position: int) -> list[Event]:
-        """The events after ``position`` (a count of events), fetched if the store moved on."""
+    async def after(self, position: int) -> list[str]:
+        """The frames of the events after ``position`` (a count of events)."""
         async with self._lock:
-            info = await self.store.get(self.run_id)
-            if info is not None and info.seq > len(self.events):
-                self.events = await self.store.load(self.run_id)
-        return self.events[position:]
+            if self.stale:
+                self.stale = False
+                info = await self.store.get(self.run_id)
+                if info is not None and info.seq > len(self.events):
+                    self.events = await self.store.load(self.run_id)
+                    done = len(self.frames)
+                    self.frames += [self.render(n, ev) for n, ev in enumerate(self.events[done:], done + 1)]
+        return self.frames[position:]
 
 
 class Listener:
@@ -81,6 +90,9 @@ class Hub:
 
     def changed(self, run_id: str) -> None:
         """Run ``run_id`` has new events: wake its waiters and tell every listener."""
+        feed = self._feeds.get(run_id)
+        if feed is not None:
+            feed.stale = True
         for flag in self._waiters.get(run_id, ()):
             flag.set()
         for listener in self._listeners:
@@ -120,9 +132,9 @@ class Hub:
             return await wait_for(flag, timeout)
 
     @contextlib.contextmanager
-    def feed(self, store: RunStore, run_id: str) -> Iterator[Feed]:
+    def feed(self, store: RunStore, run_id: str, render: Callable[[int, Event], str]) -> Iterator[Feed]:
         """The shared :class:`Feed` of ``run_id`` while the caller streams it."""
-        feed = self._feeds.get(run_id) or self._feeds.setdefault(run_id, Feed(store, run_id))
+        feed = self._feeds.get(run_id) or self._feeds.setdefault(run_id, Feed(store, run_id, render))
         feed.subscribers += 1
         try:
             yield feed

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, quote
 
 from starlette.requests import Request
@@ -24,10 +24,8 @@ from ._html import card, clock, h, hidden, page, run_link, status_badge, story, 
 from ._secrets import same_secret
 from ._security import csrf_ok, route_path, session_cookie
 from ._service import ApiError, Choice
+from ._state import served as server
 from ._views import RunView, summary_json
-
-if TYPE_CHECKING:
-    from ._server import Server
 
 __all__ = ["decide", "fragment", "inbox", "login", "login_form", "logout", "run_page", "runs_page", "static"]
 
@@ -40,10 +38,6 @@ NOTICES = {
     "answer": "Answer sent: the run goes on.",
     "cancel": "The run was cancelled.",
 }
-
-
-def server(request: Request) -> Server:
-    return request.app.state.server  # type: ignore[no-any-return]
 
 
 def root(request: Request) -> str:
@@ -63,7 +57,9 @@ async def frame(request: Request, title: str, body: str, *, nav: str = "", kind:
     if person is None or person.kind != "session":
         return html(page(title, body, root=root(request), kind=kind))
     count = len(await server(request).service.waiting())
-    return html(page(title, body, root=root(request), csrf=person.csrf, user=person.name, nav=nav, kind=kind, count=count))
+    return html(
+        page(title, body, root=root(request), csrf=person.csrf, user=person.name, nav=nav, kind=kind, count=count)
+    )
 
 
 def _csrf(request: Request) -> str:
@@ -86,7 +82,7 @@ async def inbox(request: Request) -> Response:
     body = (
         '<div class="head"><h1>Waiting for you</h1>'
         f'<p class="sub"><span id="summary">{_summary(len(items))}</span> · newest first · '
-        'press <kbd>?</kbd> for shortcuts</p></div>'
+        "press <kbd>?</kbd> for shortcuts</p></div>"
         + (f'<p class="flash" role="status">{h(notice)}</p>' if notice else "")
         + f'<div id="items">{"".join(cards)}</div>'
         + f'<div class="empty" id="empty"{" hidden" if items else ""}><p><b>Nothing is waiting for you.</b></p>'
@@ -105,7 +101,9 @@ async def fragment(request: Request) -> Response:
     if run is None:
         return html("")
     back = request.query_params.get("back", "/")
-    return html("".join(card(i, run, root=root(request), csrf=_csrf(request), back=_safe_back(back)) for i in run.waiting))
+    return html(
+        "".join(card(i, run, root=root(request), csrf=_csrf(request), back=_safe_back(back)) for i in run.waiting)
+    )
 
 
 # -- runs --------------------------------------------------------------------------------
@@ -113,17 +111,17 @@ async def fragment(request: Request) -> Response:
 
 async def runs_page(request: Request) -> Response:
     status = request.query_params.get("status") or None
-    offset = int(request.query_params.get("offset", "0") or 0) if request.query_params.get("offset", "0").isdigit() else 0
+    offset = (
+        int(request.query_params.get("offset", "0") or 0) if request.query_params.get("offset", "0").isdigit() else 0
+    )
     runs, more = await server(request).service.runs(status=status, agent=None, limit=50, offset=offset)
     rows = "".join(_run_row(request, v) for v in runs)
     filters = "".join(_filter(request, s, label, s == (status or "")) for s, label in FILTERS)
-    nxt = (
-        f'<p><a class="button" href="{h(root(request))}/runs?offset={more}{"&status=" + quote(status) if status else ""}">Older runs</a></p>'
-        if more
-        else ""
-    )
+    also = f"&status={quote(status)}" if status else ""
+    nxt = f'<p><a class="button" href="{h(root(request))}/runs?offset={more}{also}">Older runs</a></p>' if more else ""
     table = (
-        '<table class="runs"><thead><tr><th>Status</th><th>Task</th><th>Agent</th><th>Waiting</th><th>Updated</th></tr></thead>'
+        '<table class="runs"><thead><tr><th>Status</th><th>Task</th><th>Agent</th><th>Waiting</th><th>Updated</th>'
+        "</tr></thead>"
         f"<tbody>{rows}</tbody></table>"
         if rows
         else '<div class="empty"><p>No runs here yet.</p></div>'
@@ -171,25 +169,33 @@ async def run_page(request: Request) -> Response:
 
 def run_body(request: Request, run: RunView) -> str:
     back = f"/runs/{quote(run.run_id, safe='')}"
-    cards = "".join(card(i, run, root=root(request), csrf=_csrf(request), back=back, open_story=False) for i in run.waiting)
-    answer = f'<section class="answer"><h2>Answer</h2><p>{h(run.output)}</p></section>' if run.output is not None else ""
+    cards = "".join(
+        card(i, run, root=root(request), csrf=_csrf(request), back=back, open_story=False) for i in run.waiting
+    )
+    answer = (
+        f'<section class="answer"><h2>Answer</h2><p>{h(run.output)}</p></section>' if run.output is not None else ""
+    )
     error = f'<p class="note error">{h(run.error)}</p>' if run.error else ""
     cancel = ""
     if run.status != "finished" and not run.closed:
+        where = f"{h(root(request))}/runs/{h(quote(run.run_id, safe=''))}/cancel"
         cancel = (
-            f'<form method="post" action="{h(root(request))}/runs/{h(quote(run.run_id, safe=""))}/cancel" class="cancel">'
+            f'<form method="post" action="{where}" class="cancel">'
             f'{hidden("csrf", _csrf(request))}<button class="danger quiet" type="submit">Cancel run</button></form>'
         )
     return (
         f'<div class="head run-head" id="run" data-run="{h(run.run_id)}" data-seq="{run.seq}">'
         f'<p class="crumbs"><a href="{h(root(request))}/runs">Runs</a> / <code>{h(run.run_id)}</code></p>'
         f"<h1>“{h(run.task[:300])}”</h1>"
-        f'<div class="sub-row"><p class="sub">{status_badge(run.status)} {h(run.agent)} · started {when(run.created_at)}'
+        f'<div class="sub-row"><p class="sub">{status_badge(run.status)} {h(run.agent)} · '
+        f"started {when(run.created_at)}"
         f"{_usage(run)}</p>{cancel}</div></div>"
-        f"{error}{answer}<div id=\"items\">{cards}</div>"
+        f'{error}{answer}<div id="items">{cards}</div>'
         f'<section class="panel"><h2>Story</h2>{story(run.events, run.agent)}</section>'
         f'<section class="panel"><h2>Live events</h2><ol class="events" id="events" data-after="{run.seq}">'
-        + "".join(f'<li><span class="pos">{n}</span> {clock(ev.at)} {h(ev.kind)}</li>' for n, ev in enumerate(run.events, 1))
+        + "".join(
+            f'<li><span class="pos">{n}</span> {clock(ev.at)} {h(ev.kind)}</li>' for n, ev in enumerate(run.events, 1)
+        )
         + "</ol></section>"
     )
 
@@ -227,14 +233,24 @@ async def decide(request: Request) -> Response:
         if not csrf_ok(who(request), form.get("csrf", "")):
             raise ApiError(403, "csrf", "this form is stale or not from this inbox: reload the page")
         verdict = form.get("verdict", "")
-        choice = Choice(verdict, form.get("args_hash", ""), args=_edited(form), message=form.get("message", ""), answer=_answer(form))
+        choice = Choice(
+            verdict,
+            form.get("args_hash", ""),
+            args=_edited(form),
+            message=form.get("message", ""),
+            answer=_answer(form),
+        )
         if verdict not in NOTICES or verdict == "cancel":
             raise ApiError(422, "wrong-verdict", f"unknown verdict {verdict!r}")
-        run = await server(request).service.decide(form.get("run_id", ""), form.get("call_id", ""), choice, by=who(request).reviewer())
+        run = await server(request).service.decide(
+            form.get("run_id", ""), form.get("call_id", ""), choice, by=who(request).reviewer()
+        )
     except ApiError as exc:
         return error_response(exc) if _wants_json(request) else await _error_page(request, exc)
     if _wants_json(request):
-        return JSONResponse({"ok": True, "notice": NOTICES[verdict], "run_id": run.run_id}, headers={"cache-control": "no-store"})
+        return JSONResponse(
+            {"ok": True, "notice": NOTICES[verdict], "run_id": run.run_id}, headers={"cache-control": "no-store"}
+        )
     return RedirectResponse(f"{root(request)}{_safe_back(form.get('back', '/'))}?notice={verdict}", status_code=303)
 
 
@@ -323,7 +339,9 @@ async def login(request: Request) -> Response:
     back = _safe_back(form.get("next", "/"))
     response = RedirectResponse(f"{root(request)}{back}", status_code=303)
     secure = request.url.scheme == "https"
-    response.headers.append("set-cookie", session_cookie(srv.sessions.issue(name), path=root(request) or "/", secure=secure))
+    response.headers.append(
+        "set-cookie", session_cookie(srv.sessions.issue(name), path=root(request) or "/", secure=secure)
+    )
     return response
 
 

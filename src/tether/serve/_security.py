@@ -130,7 +130,7 @@ class Throttle:
 
 def route_path(scope: Scope) -> str:
     """The request path below the app's mount point."""
-    path, root = scope.get("path", ""), scope.get("root_path", "")
+    path, root = str(scope.get("path", "")), str(scope.get("root_path", ""))
     return path[len(root) :] if root and path.startswith(root) else path
 
 
@@ -170,9 +170,9 @@ class Guard:
             return None
         if who is None:
             return _unauthenticated(scope, path)
-        if who.kind == "session" and method not in SAFE and path.startswith("/api/"):
-            if not hmac.compare_digest(headers.get("x-csrf-token", ""), who.csrf):
-                return _refuse(403, "csrf", "the X-CSRF-Token header is missing or wrong for this session")
+        cookie_write = who.kind == "session" and method not in SAFE and path.startswith("/api/")
+        if cookie_write and not hmac.compare_digest(headers.get("x-csrf-token", ""), who.csrf):
+            return _refuse(403, "csrf", "the X-CSRF-Token header is missing or wrong for this session")
         return None
 
     def _who(self, scope: Scope, headers: Headers) -> tuple[Who | None, Response | None]:

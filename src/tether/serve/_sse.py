@@ -33,6 +33,10 @@ def frame(position: int | None, kind: str, data: Any) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
+def event_frame(position: int, ev: Event) -> str:
+    return frame(position, ev.kind, to_dict(ev))
+
+
 def position_from(last_event_id: str | None, after: str | None) -> int | None:
     """Where a stream starts: ``Last-Event-ID`` (a reconnect) wins over ``?after=``; None if malformed."""
     text = last_event_id if last_event_id is not None else after
@@ -51,13 +55,13 @@ def ended(events: Sequence[Event]) -> bool:
 async def run_stream(hub: Hub, store: RunStore, run_id: str, after: int) -> AsyncIterator[str]:
     """The events of ``run_id`` after position ``after``, then live until the run ends."""
     yield "retry: 2000\n\n"
-    with hub.subscription(run_id) as changed, hub.feed(store, run_id) as feed:
+    with hub.subscription(run_id) as changed, hub.feed(store, run_id, event_frame) as feed:
         position = after
         while True:
             changed.clear()
-            for ev in await feed.after(position):
+            for text in await feed.after(position):
                 position += 1
-                yield frame(position, ev.kind, to_dict(ev))
+                yield text
             if ended(feed.events):
                 yield frame(None, "end", {"run_id": run_id, "position": position})
                 return
