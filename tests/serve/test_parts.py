@@ -207,3 +207,12 @@ def test_a_server_refuses_agents_it_cannot_serve(tmp_path: Path) -> None:
     assert server.key == b"k" * 32 and server.agents["b"] is not keyed and keyed.store is None  # served copies
     with pytest.raises(UserError, match="needs a token"):
         Server([one], store=f"sqlite:///{tmp_path}/runs.db", host="0.0.0.0", env={})
+
+
+def test_importing_tether_does_not_import_the_web_stack() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, tether, tether.stores, tether.dispatch; print(sorted({'starlette', 'uvicorn'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
