@@ -147,3 +147,25 @@ def slow() -> Agent:
 
 def echo() -> Agent:
     return Agent(FunctionPolicy(lambda context, tools: f"echo: {context.last().content[:50]}"), name="echo")
+
+
+# -- a run tree: the desk delegates refunds to billing, whose refund needs approval ----------
+
+
+def billing_brain(context: Any, tools: Any) -> Any:
+    results = [m for m in context if m.role == "tool"]
+    if not results:
+        return Action("issue_refund", {"order_id": "A1234", "amount": 79})
+    return f"billing: {results[-1].content}"
+
+
+billing = Agent(FunctionPolicy(billing_brain), [issue_refund], name="billing")
+
+
+def desk_brain(context: Any, tools: Any) -> Any:
+    results = [m for m in context if m.role == "tool"]
+    return Action("billing", {"task": "refund A1234"}) if not results else f"desk: {results[-1].content}"
+
+
+def desk() -> Agent:
+    return Agent(FunctionPolicy(desk_brain), [billing.as_tool(description="Ask billing.")], name="desk")

@@ -27,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_DSN = os.environ.get("TETHER_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-APPS = ("tests.serve.apps:support", "tests.serve.apps:echo", "tests.serve.apps:slow")
+APPS = ("tests.serve.apps:support", "tests.serve.apps:echo", "tests.serve.apps:slow", "tests.serve.apps:desk")
 
 
 def free_port() -> int:

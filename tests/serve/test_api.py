@@ -204,3 +204,19 @@ def test_a_decision_recorded_by_another_process_is_noticed_and_the_run_resumes(s
     decided = [e["event"]["decision"] for e in events if e["kind"] == "approval-decided"]
     assert [(d["by"], d["verdict"]) for d in decided] == [("cli:ops", "approve")]
     assert len(served.oracle_lines()) == 1
+
+
+def test_an_item_waiting_in_a_child_run_is_listed_and_decided_through_its_root(sqlite_served: Served) -> None:
+    with sqlite_served.client() as c:
+        run = paused(c, "a refund for A1234, through billing", "desk")
+        item = item_of(run)
+        assert "/" in item["call_id"] and item["label"] == "desk › billing › issue_refund"
+        assert item["parameters"]["required"] == ["order_id", "amount"]  # the child's tool, found down the path
+        assert [i["call_id"] for i in c.get("/api/items").json()["items"]] == [item["call_id"]]
+        assert decide(c, item, "approve", args={"order_id": "A1234", "amount": "x"}).status_code == 422
+        assert decide(c, item, "approve", by="ana").status_code == 200
+        done = wait_run(c, run["run_id"], "finished")
+        listed = [r["run_id"] for r in c.get("/api/runs").json()["runs"]]
+    assert done["output"] == "desk: billing: $79 refunded to the original card for A1234"
+    assert listed == [run["run_id"]]  # the child run is shown through its root
+    assert len(sqlite_served.oracle_lines()) == 1

@@ -213,6 +213,8 @@ def test_importing_tether_does_not_import_the_web_stack() -> None:
     import subprocess
     import sys
 
-    code = "import sys, tether, tether.stores, tether.dispatch; print(sorted({'starlette', 'uvicorn'} & set(sys.modules)))"
+    code = (
+        "import sys, tether, tether.stores, tether.dispatch; print(sorted({'starlette', 'uvicorn'} & set(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"

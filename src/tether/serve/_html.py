@@ -211,7 +211,8 @@ def _reply(m: Message, agent: str) -> Iterable[tuple[str, str]]:
 def card(item: ItemView, run: RunView, *, root: str, csrf: str, back: str, open_story: bool = False) -> str:
     """One waiting item: what it is, the run's story, the full arguments, and the buttons."""
     ident = f"item-{quote(item.run_id, safe='')}-{quote(item.call_id, safe='')}"
-    title = f"<h2>{h(item.question)}</h2>" if item.question is not None else f"<h2><code>{h(item.tool)}</code></h2>"
+    name = f"<code>{h(item.tool)}</code>" if not item.label else h(item.label)
+    title = f"<h2>{h(item.question)}</h2>" if item.question is not None else f"<h2>{name}</h2>"
     meta = (
         f'<span class="meta">{h(run.agent or "agent")} · <a href="{run_link(root, run.run_id)}">run '
         f"{h(run.run_id[:10])}</a> · asked {when(item.since)}</span>"

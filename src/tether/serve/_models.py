@@ -122,9 +122,10 @@ class DecisionOut(_Out):
 
 class Item(_Out):
     run_id: str
-    call_id: str
+    call_id: str = Field(description="The item's id: a call id, or a path of call ids into a child run (c1/c7).")
     kind: Literal["approval", "question", "outcome-unknown"]
     tool: str
+    label: str = Field(description="Where an item of a child run waits (agent › agent › tool); empty at the top.")
     arguments: Any = Field(description="The full arguments as JSON (the raw text when it is not JSON).")
     arguments_text: str
     args_hash: str = Field(description="Name it in your decision: what you saw is what you sign.")

@@ -127,7 +127,10 @@ class Server:
             yield
 
     def _app(self) -> Starlette:
-        routes = [Route(op.path, op.endpoint, methods=[op.method]) for op in OPERATIONS]
+        # An item id may be a path into a child run (c1/c7): the routes take it whole.
+        routes = [
+            Route(op.path.replace("{call_id}", "{call_id:path}"), op.endpoint, methods=[op.method]) for op in OPERATIONS
+        ]
         routes += [
             Route("/openapi.json", self._openapi, methods=["GET"]),
             Route("/", pages.inbox, methods=["GET"]),

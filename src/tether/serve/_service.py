@@ -100,6 +100,8 @@ class Service:
         infos = await self.store.list_runs(status, limit=100_000 if agent else offset + limit + 1)
         views = []
         for info in infos:
+            if "/" in info.run_id:
+                continue  # a child run is shown through its root run
             v = await self.views.get(info.run_id)
             if v is not None and (agent is None or v.agent == agent):
                 views.append(v)
@@ -113,6 +115,8 @@ class Service:
         items: list[ItemView] = []
         for status in WAITING:
             for info in await self.store.list_runs(status, limit=100_000):
+                if "/" in info.run_id:
+                    continue  # a child run: its items are listed with its root run
                 view = await self.views.get(info.run_id)
                 items.extend(view.waiting if view is not None else ())
         return sorted(items, key=lambda i: (i.since, i.run_id, i.call_id), reverse=True)
@@ -174,7 +178,7 @@ class Service:
         """Edited arguments and answers must fit the tool's schema before they are recorded."""
         if choice.args is None and choice.verdict != "answer":
             return
-        tool = self.agents[view.agent].tools.get(item.tool) if view.agent in self.agents else None
+        tool = item.tool_ref
         if tool is None:
             raise ApiError(422, "agent-not-served", f"run {view.run_id!r} belongs to an agent not served here")
         try:

@@ -77,7 +77,7 @@ async def change_stream(hub: Hub, store: RunStore) -> AsyncIterator[str]:
             if not await wait_for(listener.flag, KEEPALIVE):
                 yield ": keep-alive\n\n"
                 continue
-            for run_id in listener.take():
+            for run_id in sorted({r.partition("/")[0] for r in listener.take()}):  # a child run: its root
                 info = await store.get(run_id)
                 status = info.status if info else "deleted"
                 yield frame(None, "run", {"run_id": run_id, "status": status, "seq": info.seq if info else 0})

@@ -20,14 +20,15 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..agent import Agent
 from ..events import ApprovalDecided, ApprovalRequested, Event, Failed, Finished, Paused, QuestionAsked, RunStarted
 from ..journal import Journal
-from ..state import CallStatus, Decision, PendingCall, verdicts_for
-from ..store import RunStore
+from ..state import CallStatus, Decision, PendingCall, RunState, verdicts_for
+from ..store import RunStore, load_tree
+from ..tools import Tool
 
 __all__ = ["ItemKind", "ItemView", "RunView", "Views", "item_json", "run_json", "summary_json", "view_of"]
 
@@ -57,6 +58,8 @@ class ItemView:
     answer_schema: dict[str, Any] | None
     decision: Decision | None
     decided_at: float | None
+    label: str = ""  # where an item of a child run waits: "support › billing › issue_refund"
+    tool_ref: Tool | None = field(default=None, repr=False, compare=False)  # the tool, when it is served here
 
     @property
     def arguments(self) -> Any:
@@ -90,6 +93,7 @@ class RunView:
     closed: bool
     items: tuple[ItemView, ...]
     events: tuple[Event, ...]
+    tree: bool = False  # some of its items wait in child runs (their journals are read each time)
 
     @property
     def waiting(self) -> tuple[ItemView, ...]:
@@ -105,18 +109,23 @@ class RunView:
         return found[-1] if found else None
 
     def ever_called(self, call_id: str) -> bool:
-        """Whether the run ever had a call with this id (decided, finished or open)."""
-        return any(call_id in (c.id for c in m.tool_calls) for m in _messages(self.events))
+        """Whether the run ever had a call with this id (decided, finished or open); a path names its first call."""
+        head = call_id.partition("/")[0]
+        return any(head in (c.id for c in m.tool_calls) for m in _messages(self.events))
 
 
-def view_of(events: Sequence[Event], agents: Mapping[str, Agent]) -> RunView:
-    """The view of a run whose committed events are ``events`` (``agents`` give the tools' schemas)."""
+def view_of(events: Sequence[Event], agents: Mapping[str, Agent], tree: RunState | None = None) -> RunView:
+    """The view of a run whose committed events are ``events`` (``agents`` give the tools' schemas).
+
+    ``tree`` is the run's state with its child runs as their own journals say
+    (:func:`tether.store.load_tree`): the items of a run tree wait in its children.
+    """
     journal = Journal.of(events)
     first = next((e for e in events if isinstance(e, RunStarted)), None)
     last = events[-1] if events else None
-    agent = agents.get(first.agent if first else "")
-    state = journal.snapshot()
-    items = () if state.status not in WAITING else _items(state.run_id, state.pending, state.decisions, events, agent)
+    state = tree or journal.snapshot()
+    name = first.agent if first else ""
+    items = () if state.status not in WAITING else _items(state, events, agents, name)
     return RunView(
         run_id=journal.run_id,
         agent=first.agent if first else "",
@@ -132,6 +141,7 @@ def view_of(events: Sequence[Event], agents: Mapping[str, Agent]) -> RunView:
         closed=journal.closed,
         items=items,
         events=tuple(events),
+        tree=bool(state.children),
     )
 
 
@@ -149,10 +159,12 @@ class Views:
             self._cache.pop(run_id, None)
             return None
         cached = self._cache.get(run_id)
-        if cached is not None and cached.seq == info.seq:
+        if cached is not None and cached.seq == info.seq and not cached.tree:
             self._cache.move_to_end(run_id)
             return cached
-        view = view_of(await self.store.load(run_id), self.agents)
+        events = list(cached.events) if cached is not None and cached.seq == info.seq else await self.store.load(run_id)
+        tree = await load_tree(self.store, run_id) if info.status in WAITING and "/" not in run_id else None
+        view = view_of(events, self.agents, tree)
         self._cache[run_id] = view
         if len(self._cache) > self.size:
             self._cache.popitem(last=False)
@@ -170,39 +182,56 @@ def _messages(events: Sequence[Event]) -> list[Any]:
     return [e.message for e in events if isinstance(e, ModelReplied)]
 
 
-def _items(
-    run_id: str,
-    pending: Sequence[PendingCall],
-    decisions: Sequence[Decision],
-    events: Sequence[Event],
-    agent: Agent | None,
-) -> tuple[ItemView, ...]:
-    decided = {d.call_id: d for d in decisions}
+def _items(state: RunState, events: Sequence[Event], agents: Mapping[str, Agent], name: str) -> tuple[ItemView, ...]:
     times = _times(events)
     out = []
-    for p in pending:
+    for p in state.items():
         kind = KINDS.get(p.status)
         if kind is None:
             continue
-        tool = agent.tools.get(p.call.name) if agent is not None else None
+        tool = find_tool(agents, name, p)
         out.append(
             ItemView(
-                run_id=run_id,
-                call_id=p.call.id,
+                run_id=state.run_id,
+                call_id=p.id,
                 kind=kind,
                 tool=p.call.name,
                 arguments_text=p.call.arguments,
                 args_hash=p.args_hash,
                 note=p.note,
-                question=times.questions.get(p.call.id),
-                since=times.asked.get(p.call.id, times.paused),
+                question=times.questions.get(p.call.id) if not p.path else _question(p),
+                since=times.asked.get(p.call.id, times.paused) if not p.path else times.paused,
                 parameters=tool.parameters if tool is not None else None,
                 answer_schema=tool.answer if tool is not None else None,
-                decision=decided.get(p.call.id),
-                decided_at=times.decided.get(p.call.id),
+                decision=state.decision(p.id),
+                decided_at=times.decided.get(p.call.id) if not p.path else None,
+                label=p.label if p.path else "",
+                tool_ref=tool,
             )
         )
     return tuple(out)
+
+
+def find_tool(agents: Mapping[str, Agent], name: str, item: PendingCall) -> Tool | None:
+    """The tool an open item calls: the root agent's, or that of the agent used as a tool down its path."""
+    agent = agents.get(name)
+    for inner in item.where[1:]:
+        if agent is None:
+            return None
+        agent = next(
+            (t.agent for t in agent.tool_list if getattr(t, "agent", None) is not None and t.agent.name == inner), None
+        )
+    return agent.tools.get(item.call.name) if agent is not None else None
+
+
+def _question(p: PendingCall) -> str | None:
+    if p.status != "awaiting-answer":
+        return None
+    try:
+        args = json.loads(p.call.arguments)
+    except ValueError:
+        return p.call.arguments
+    return str(args.get("question", p.call.arguments)) if isinstance(args, dict) else p.call.arguments
 
 
 @dataclass
@@ -248,6 +277,7 @@ def item_json(i: ItemView) -> dict[str, Any]:
         "call_id": i.call_id,
         "kind": i.kind,
         "tool": i.tool,
+        "label": i.label,
         "arguments": i.arguments,
         "arguments_text": i.arguments_text,
         "args_hash": i.args_hash,

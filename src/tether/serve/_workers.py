@@ -150,6 +150,7 @@ class Workers:
 
     async def consider(self, run_id: str, *, sweeping: bool = False, quiet: bool = False) -> None:
         """Advance the run if it is ready, announce it if it starts waiting."""
+        run_id = run_id.partition("/")[0]  # a child run is advanced (and waits) through its root run
         if run_id in self.active:
             self.again.add(run_id)
             return
