@@ -122,6 +122,7 @@ class Server:
         self.log = open(home / "server.log", "wb")  # noqa: SIM115 (closed in stop)
         self.proc = subprocess.Popen(args, cwd=home, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         self.token = env.get("TETHER_SERVE_TOKEN") or ""
+        self.db = home / ".tether" / "runs.db"
         for _ in range(600):
             try:
                 if httpx.get(f"{self.url}/login", timeout=1).status_code == 200:
@@ -183,17 +184,22 @@ async def served_cpu(server: Server) -> tuple[float, float, float]:
         ids = {
             (await c.post("/api/runs", json={"agent": "steps", "input": "go"})).json()["run_id"] for _ in range(RUNS)
         }
-        while not ids <= await _finished(c):  # one light request every 0.25 s
-            await asyncio.sleep(0.25)
+        while not ids <= await _finished(server.db):  # read from the file: no request adds to the server's CPU
+            await asyncio.sleep(0.1)
         busy, wall = cpu_seconds(server.proc.pid) - c0, time.perf_counter() - t0
         c1 = cpu_seconds(server.proc.pid)
         await asyncio.sleep(wall)
         return busy, wall, cpu_seconds(server.proc.pid) - c1
 
 
-async def _finished(c: httpx.AsyncClient) -> set[str]:
-    runs = (await c.get("/api/runs", params={"status": "finished", "agent": "steps", "limit": 500})).json()["runs"]
-    return {r["run_id"] for r in runs}
+async def _finished(db: Path) -> set[str]:
+    from tether.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(db)
+    try:
+        return {i.run_id for i in await store.list_runs("finished", limit=100_000)}
+    finally:
+        store.close()
 
 
 # -- 2. decision to resume ----------------------------------------------------------------

@@ -102,7 +102,7 @@ class Service:
         for info in infos:
             if "/" in info.run_id:
                 continue  # a child run is shown through its root run
-            v = await self.views.get(info.run_id)
+            v = await self.views.get(info.run_id, info)
             if v is not None and (agent is None or v.agent == agent):
                 views.append(v)
             if len(views) > offset + limit:
@@ -117,7 +117,7 @@ class Service:
             for info in await self.store.list_runs(status, limit=100_000):
                 if "/" in info.run_id:
                     continue  # a child run: its items are listed with its root run
-                view = await self.views.get(info.run_id)
+                view = await self.views.get(info.run_id, info)
                 items.extend(view.waiting if view is not None else ())
         return sorted(items, key=lambda i: (i.since, i.run_id, i.call_id), reverse=True)
 

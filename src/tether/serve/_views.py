@@ -27,7 +27,7 @@ from ..agent import Agent
 from ..events import ApprovalDecided, ApprovalRequested, Event, Failed, Finished, Paused, QuestionAsked, RunStarted
 from ..journal import Journal
 from ..state import CallStatus, Decision, PendingCall, RunState, verdicts_for
-from ..store import RunStore, load_tree
+from ..store import RunInfo, RunStore, load_tree
 from ..tools import Tool
 
 __all__ = ["ItemKind", "ItemView", "RunView", "Views", "item_json", "run_json", "summary_json", "view_of"]
@@ -152,9 +152,9 @@ class Views:
         self.store, self.agents, self.size = store, agents, size
         self._cache: OrderedDict[str, RunView] = OrderedDict()
 
-    async def get(self, run_id: str) -> RunView | None:
-        """The run's view now, or None if the store has no such run."""
-        info = await self.store.get(run_id)
+    async def get(self, run_id: str, info: RunInfo | None = None) -> RunView | None:
+        """The run's view now, or None if the store has no such run (``info``: what a listing just said)."""
+        info = info or await self.store.get(run_id)
         if info is None:
             self._cache.pop(run_id, None)
             return None
