@@ -13,6 +13,7 @@ and signed with the server's key.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 import uuid
@@ -32,7 +33,7 @@ from ._workers import ServedStore, Workers
 
 __all__ = ["ApiError", "Choice", "Service"]
 
-ATTEMPTS = 5  # a decision or a cancel retried when the run moved under it for another reason
+ATTEMPTS = 8  # a decision or a cancel retried when the run moved under it for another reason
 
 
 class ApiError(Exception):
@@ -139,14 +140,16 @@ class Service:
 
     async def decide(self, run_id: str, call_id: str, choice: Choice, *, by: str) -> RunView:
         """Record one person's verdict on one open item (see the module docstring)."""
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             view = await self.view(run_id)
             item = self._open_item(view, call_id, choice)
             self._check_values(view, item, choice)
             try:
                 await record_decisions(self.store, run_id, lambda s: self._apply(s, call_id, choice, by))
             except LeaseConflict:
-                continue  # the run moved (another item was decided, say): look again
+                # The run moved (another item was decided), or its worker is still letting go of it.
+                await asyncio.sleep(0.02 * attempt)
+                continue
             except StateError as exc:
                 raise ApiError(409, "already-decided", str(exc), await self.view(run_id)) from None
             return await self.view(run_id)
