@@ -358,8 +358,9 @@ class Run:
             _LIVE.discard(self.lease.owner)
         if self._renewal is not None:
             self._renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewal
+            # wait() does not raise the renewal's CancelledError, so a cancellation of this task
+            # arriving meanwhile still propagates (suppressing it here lost it: LocalPool.aclose hung).
+            await asyncio.wait([self._renewal])
         if self.lease is not None and self.store is not None:
             with contextlib.suppress(StoreError, OSError):  # it expires by itself anyway
                 await self.store.release(self.lease)

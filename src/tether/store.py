@@ -136,8 +136,9 @@ async def record_decisions(
     writes = list(_new_decisions(state, decided, replace))
     for run, _ in writes:  # nothing is recorded on a run a worker is advancing: its open calls may be running
         await _check_waiting(store, run)
+    now = time.time()  # a decision's time is part of the audit trail (who, when, on what)
     for run, new in writes:  # each run's decisions go to its own journal, at the position it was seen
-        await store.append(run.run_id, [ApprovalDecided(d) for d in new], expected_seq=run.seq)
+        await store.append(run.run_id, [ApprovalDecided(d, at=now) for d in new], expected_seq=run.seq)
     return decided
 
 

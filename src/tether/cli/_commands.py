@@ -521,3 +521,8 @@ cli.add_command(mcp_command)  # `tether mcp list`: the MCP servers of the config
 from ._eval import eval_group  # noqa: E402
 
 cli.add_command(eval_group)
+
+# `tether serve` lives in its own module (the web inbox's face).
+from ._serve import serve  # noqa: E402
+
+cli.add_command(serve)

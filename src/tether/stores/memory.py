@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from ..events import PERSISTED, Event
 from ..exceptions import LeaseConflict, StoreError
@@ -27,6 +28,7 @@ class MemoryStore:
         self._events: dict[str, list[Event]] = {}
         self._info: dict[str, RunInfo] = {}
         self._leases: dict[str, Lease] = {}
+        self._watchers: set[asyncio.Queue[str]] = set()
 
     async def append(
         self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
@@ -55,6 +57,8 @@ class MemoryStore:
             old.created_at if old else now,
             now,
         )
+        for queue in self._watchers:
+            queue.put_nowait(run_id)
         return len(log)
 
     async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
@@ -89,6 +93,28 @@ class MemoryStore:
         self._events.pop(run_id, None)
         self._info.pop(run_id, None)
         self._leases.pop(run_id, None)
+
+    async def changes(self, *, interval: float = 0.2) -> AsyncIterator[str]:
+        """The id of each run as events are appended to it (``interval`` is unused: no polling).
+
+        >>> async def first_change():
+        ...     store = MemoryStore()
+        ...     changes = store.changes()
+        ...     waiting = asyncio.ensure_future(anext(changes))
+        ...     await asyncio.sleep(0)
+        ...     await store.append("r1", [RunStarted("r1")], expected_seq=0)
+        ...     return await waiting
+        >>> from tether.events import RunStarted
+        >>> asyncio.run(first_change())
+        'r1'
+        """
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._watchers.add(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._watchers.discard(queue)
 
     async def aclose(self) -> None:
         pass

@@ -18,6 +18,7 @@ rule makes that safe even when a commit's outcome was lost with it).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -34,6 +35,7 @@ from ._migrations import migrate_postgres
 if TYPE_CHECKING:
     import psycopg
 
+_MAX_PAYLOAD = 7900  # bytes: a NOTIFY payload must stay under 8000
 # JSONB cannot hold NUL characters or lone surrogates; such bodies are kept as JSON text.
 _NOT_JSONB = re.compile(r"\\u(0000|d[89a-f])", re.IGNORECASE)
 _ENVELOPE = "$json"
@@ -67,6 +69,7 @@ class PostgresStore:
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
         self._sql = _statements(self._pg.sql.Identifier(schema))
+        self.channel = "tether_changes_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
 
     @classmethod
     async def connect(cls, dsn: str, *, schema: str = "tether") -> PostgresStore:
@@ -104,6 +107,8 @@ class PostgresStore:
                 await conn.execute(self._sql["insert"], params[0])
             else:
                 await conn.cursor().executemany(self._sql["insert"], params)  # pipelined
+            if len(run_id.encode()) < _MAX_PAYLOAD:  # delivered to listeners when this commits
+                await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, run_id))
         return new_seq
 
     async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
@@ -150,6 +155,24 @@ class PostgresStore:
             await conn.execute(self._sql["delete_events"], (run_id,))
             await conn.execute(self._sql["delete_run"], (run_id,))
             await conn.execute(self._sql["delete_lease"], (run_id,))
+
+    async def changes(self, *, interval: float = 0.2) -> AsyncIterator[str]:
+        """The id of each run as its appends commit, from any process: ``LISTEN`` on the schema's channel.
+
+        Every append notifies :attr:`channel` in its transaction, so listeners
+        hear of a commit when it is visible. The iterator holds a connection of
+        its own; if it breaks, it reconnects after ``interval`` seconds (changes
+        made meanwhile are not replayed: look at the runs again after a gap).
+        """
+        pg = self._pg
+        while True:
+            try:
+                async with await pg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+                    await conn.execute(pg.sql.SQL("LISTEN {}").format(pg.sql.Identifier(self.channel)))
+                    async for note in conn.notifies():
+                        yield note.payload
+            except pg.OperationalError:
+                await asyncio.sleep(max(interval, 0.05))
 
     async def aclose(self) -> None:
         """Close the connection; a later call would open a new one."""

@@ -19,12 +19,13 @@ blocks the caller up to ``busy_timeout``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -179,6 +180,25 @@ class SQLiteStore:
     async def aclose(self) -> None:
         self.close()
 
+    async def changes(self, *, interval: float = 0.2) -> AsyncIterator[str]:
+        """The id of each run whose journal changed, written by this or any other process.
+
+        Polls on a connection of its own every ``interval`` seconds:
+        ``PRAGMA data_version`` (a few microseconds) says whether anyone
+        committed since the last look; only then are the runs updated in the
+        last moments read and compared with what was seen. A run may be
+        reported once more than needed, never missed while the iterator runs.
+        """
+        with _watcher(self.path) as conn:
+            version, seen = _data_version(conn), _RecentRuns(time.time())
+            while True:
+                await asyncio.sleep(interval)
+                now = _data_version(conn)
+                if now != version:
+                    version = now
+                    for run_id in seen.changed(conn):
+                        yield run_id
+
     # -- SQLite specifics --------------------------------------------------
 
     def close(self) -> None:
@@ -249,6 +269,41 @@ def _create_private(path: Path) -> None:
 def _lease(conn: sqlite3.Connection, run_id: str) -> Lease | None:
     row = conn.execute("SELECT owner, token, expires_at FROM leases WHERE run_id = ?", (run_id,)).fetchone()
     return Lease(run_id, *row) if row else None
+
+
+@contextlib.contextmanager
+def _watcher(path: str) -> Iterator[sqlite3.Connection]:
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite store {path!r} could not watch for changes: {exc}") from exc
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+class _RecentRuns:
+    """The runs updated in the last few seconds and their lengths: what a watcher compares against."""
+
+    SLACK = 5.0  # seconds: a commit stamped this long before a look is still caught
+
+    def __init__(self, since: float) -> None:
+        self.since = since - self.SLACK
+        self.seqs: dict[str, tuple[int, float]] = {}
+
+    def changed(self, conn: sqlite3.Connection) -> list[str]:
+        rows = conn.execute("SELECT run_id, seq, updated_at FROM runs WHERE updated_at >= ?", (self.since,)).fetchall()
+        out = [run_id for run_id, seq, _ in rows if self.seqs.get(run_id, (None,))[0] != seq]
+        self.seqs.update((run_id, (seq, at)) for run_id, seq, at in rows)
+        newest = max((at for _, _, at in rows), default=self.since + self.SLACK)
+        self.since = max(self.since, newest - self.SLACK)
+        self.seqs = {r: v for r, v in self.seqs.items() if v[1] >= self.since}
+        return out
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

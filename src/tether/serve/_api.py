@@ -1,0 +1,318 @@
+"""The JSON HTTP API: one table of operations, each a small Starlette endpoint.
+
+:data:`OPERATIONS` lists every route with what the OpenAPI document says of
+it (:mod:`tether.serve._openapi` is built from this table), so the routes and
+their documentation cannot drift apart. Every refusal has one shape::
+
+    {"error": {"code": "stale", "message": "..."}, "run": {...the run now...}}
+
+where ``run`` comes with conflicts (409), so the caller sees the current state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import pydantic
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ..events import to_dict
+from ._models import Answer, Approve, CancelBody, Deny, Retry, Skip, StartRun
+from ._service import ApiError, Choice
+from ._sse import change_stream, position_from, run_stream
+from ._state import served as server
+from ._views import item_json, run_json, summary_json
+
+__all__ = ["OPERATIONS", "Operation", "error_response"]
+
+B = TypeVar("B", bound=pydantic.BaseModel)
+Endpoint = Callable[[Request], Awaitable[Response]]
+MAX_BODY = 1024 * 1024
+STATUSES = ("running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached")
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One route of the API and what its documentation says."""
+
+    method: str
+    path: str
+    endpoint: Endpoint
+    summary: str
+    body: type[pydantic.BaseModel] | None = None
+    ok: tuple[tuple[int, str], ...] = ((200, "Run"),)  # status -> schema name ("sse": an event stream)
+    errors: tuple[int, ...] = ()
+    query: tuple[str, ...] = ()
+
+
+def error_response(exc: ApiError) -> JSONResponse:
+    """The one shape of every refusal."""
+    body: dict[str, Any] = {"error": {"code": exc.code, "message": exc.message}}
+    if exc.run is not None:
+        body["run"] = run_json(exc.run)
+    return JSONResponse(body, status_code=exc.status, headers={"cache-control": "no-store"})
+
+
+def reply(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(data, status_code=status, headers={"cache-control": "no-store", **(headers or {})})
+
+
+def guarded(fn: Endpoint) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except ApiError as exc:
+            return error_response(exc)
+
+    endpoint.__name__ = fn.__name__
+    return endpoint
+
+
+async def read_body(request: Request, model: type[B], *, optional: bool = False) -> B:
+    """The request's JSON body as ``model`` (400 not JSON, 413 too large, 422 not that shape)."""
+    raw = await read_bytes(request)
+    if not raw.strip() and optional:
+        raw = b"{}"
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(400, "bad-json", f"the body is not JSON: {exc}") from None
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+        raise ApiError(422, "invalid-body", problems) from None
+
+
+async def read_bytes(request: Request, limit: int = MAX_BODY) -> bytes:
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise ApiError(413, "too-large", f"the body is over {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, "too-large", f"the body is over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def int_query(request: Request, name: str, default: int, low: int, high: int) -> int:
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise ApiError(422, "invalid-query", f"{name} must be a whole number from {low} to {high}, got {text!r}")
+    return int(text)
+
+
+# -- endpoints ---------------------------------------------------------------------------
+
+
+@guarded
+async def list_agents(request: Request) -> Response:
+    agents = server(request).agents
+    out = [{"name": name, "tools": [_tool_json(t) for t in a.tool_list]} for name, a in sorted(agents.items())]
+    return reply({"agents": out})
+
+
+def _tool_json(t: Any) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "description": t.description,
+        "parameters": t.parameters,
+        "approval": bool(t.approval),
+        "question": t.is_question,
+    }
+
+
+@guarded
+async def start_run(request: Request) -> Response:
+    body = await read_body(request, StartRun)
+    key = request.headers.get("idempotency-key")
+    if key is not None and not 1 <= len(key) <= 200:
+        raise ApiError(422, "invalid-key", "Idempotency-Key must be 1 to 200 characters")
+    view, new = await server(request).service.start(body.agent, body.input, run_id=body.run_id, key=key, meta=body.meta)
+    where = f"{request.scope.get('root_path', '')}/api/runs/{quote(view.run_id, safe='')}"
+    return reply(run_json(view), 201 if new else 200, {"location": where})
+
+
+@guarded
+async def list_runs(request: Request) -> Response:
+    status = request.query_params.get("status")
+    if status is not None and status not in STATUSES:
+        raise ApiError(422, "invalid-query", f"status must be one of {', '.join(STATUSES)}")
+    limit, offset = int_query(request, "limit", 50, 1, 500), int_query(request, "offset", 0, 0, 1_000_000)
+    agent = request.query_params.get("agent")
+    runs, more = await server(request).service.runs(status=status, agent=agent, limit=limit, offset=offset)
+    return reply({"runs": [summary_json(v) for v in runs], "next_offset": more})
+
+
+@guarded
+async def show_run(request: Request) -> Response:
+    return reply(run_json(await server(request).service.view(request.path_params["run_id"])))
+
+
+@guarded
+async def cancel_run(request: Request) -> Response:
+    body = await read_body(request, CancelBody, optional=True)
+    who = request.scope["tether.who"]
+    view = await server(request).service.cancel(
+        request.path_params["run_id"], reason=body.reason, by=who.reviewer(body.by)
+    )
+    return reply(run_json(view))
+
+
+@guarded
+async def list_events(request: Request) -> Response:
+    view = await server(request).service.view(request.path_params["run_id"])
+    after = int_query(request, "after", 0, 0, 10_000_000)
+    events = [
+        {"position": n, "kind": ev.kind, "at": ev.at or None, "event": to_dict(ev)}
+        for n, ev in enumerate(view.events[after:], after + 1)
+    ]
+    return reply({"events": events, "next": max(after, len(view.events))})
+
+
+@guarded
+async def stream_run(request: Request) -> Response:
+    srv = server(request)
+    run_id = request.path_params["run_id"]
+    await srv.service.view(run_id)  # 404 before the stream starts
+    after = position_from(request.headers.get("last-event-id"), request.query_params.get("after"))
+    if after is None:
+        raise ApiError(422, "invalid-query", "Last-Event-ID and after= must be whole numbers")
+    return StreamingResponse(run_stream(srv.hub, srv.store, run_id, after), media_type="text/event-stream")
+
+
+@guarded
+async def stream_changes(request: Request) -> Response:
+    srv = server(request)
+    return StreamingResponse(change_stream(srv.hub, srv.store), media_type="text/event-stream")
+
+
+@guarded
+async def list_items(request: Request) -> Response:
+    return reply({"items": [item_json(i) for i in await server(request).service.waiting()]})
+
+
+def _decide(verdict: str, model: type[pydantic.BaseModel]) -> Endpoint:
+    @guarded
+    async def decide(request: Request) -> Response:
+        body: Any = await read_body(request, model)
+        if verdict == "answer" and body.answer is None:
+            raise ApiError(422, "invalid-body", "answer: an answer cannot be null")
+        choice = Choice(
+            verdict,
+            body.args_hash,
+            args=getattr(body, "args", None),
+            message=getattr(body, "message", ""),
+            answer=getattr(body, "answer", None),
+        )
+        who = request.scope["tether.who"]
+        p = request.path_params
+        view = await server(request).service.decide(p["run_id"], p["call_id"], choice, by=who.reviewer(body.by))
+        return reply({"run": run_json(view)})
+
+    decide.__name__ = f"{verdict}_item"
+    return decide
+
+
+RUN = "/api/runs/{run_id}"
+ITEM = RUN + "/items/{call_id}"
+DECIDE_ERRORS = (400, 404, 409, 413, 422)
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("GET", "/api/agents", list_agents, "The served agents and their tools", ok=((200, "Agents"),)),
+    Operation(
+        "POST",
+        "/api/runs",
+        start_run,
+        "Start a run (idempotent with run_id or an Idempotency-Key header)",
+        StartRun,
+        ok=((201, "Run"), (200, "Run")),
+        errors=(400, 409, 413, 422),
+    ),
+    Operation(
+        "GET",
+        "/api/runs",
+        list_runs,
+        "List runs, most recently updated first",
+        ok=((200, "RunList"),),
+        errors=(422,),
+        query=("status", "agent", "limit", "offset"),
+    ),
+    Operation("GET", RUN, show_run, "A run: status, trace, usage and every open item", errors=(404,)),
+    Operation("POST", RUN + "/cancel", cancel_run, "End a run for good", CancelBody, errors=(400, 404, 409, 413, 422)),
+    Operation(
+        "GET",
+        RUN + "/events",
+        list_events,
+        "A run's committed events after a position",
+        ok=((200, "EventList"),),
+        errors=(404, 422),
+        query=("after",),
+    ),
+    Operation(
+        "GET",
+        RUN + "/stream",
+        stream_run,
+        "A run's events, live, over server-sent events (Last-Event-ID = position)",
+        ok=((200, "sse"),),
+        errors=(404, 422),
+        query=("after",),
+    ),
+    Operation("GET", "/api/items", list_items, "Every item waiting for a person", ok=((200, "ItemList"),)),
+    Operation(
+        "GET", "/api/changes", stream_changes, "Which runs change, live (server-sent events)", ok=((200, "sse"),)
+    ),
+    Operation(
+        "POST",
+        ITEM + "/approve",
+        _decide("approve", Approve),
+        "Approve a call",
+        Approve,
+        ((200, "Decided"),),
+        DECIDE_ERRORS,
+    ),
+    Operation(
+        "POST",
+        ITEM + "/deny",
+        _decide("deny", Deny),
+        "Deny a call with a message",
+        Deny,
+        ((200, "Decided"),),
+        DECIDE_ERRORS,
+    ),
+    Operation(
+        "POST",
+        ITEM + "/retry",
+        _decide("retry", Retry),
+        "Run again a call whose outcome is unknown",
+        Retry,
+        ((200, "Decided"),),
+        DECIDE_ERRORS,
+    ),
+    Operation(
+        "POST",
+        ITEM + "/skip",
+        _decide("skip", Skip),
+        "Skip a call whose outcome is unknown",
+        Skip,
+        ((200, "Decided"),),
+        DECIDE_ERRORS,
+    ),
+    Operation(
+        "POST",
+        ITEM + "/answer",
+        _decide("answer", Answer),
+        "Answer a question",
+        Answer,
+        ((200, "Decided"),),
+        DECIDE_ERRORS,
+    ),
+)

@@ -1,0 +1,230 @@
+"""The shapes the HTTP API reads and writes, as pydantic models.
+
+Request bodies are validated with them (unknown fields are refused); response
+models exist for the OpenAPI document (:mod:`tether.serve._openapi`), which is
+generated from these classes, so what is documented is what is checked. The
+responses themselves are built as plain dicts by :mod:`tether.serve._views`;
+the schemathesis test holds the two together.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "MODELS",
+    "Agents",
+    "Answer",
+    "Approve",
+    "CancelBody",
+    "Decided",
+    "Deny",
+    "Error",
+    "EventList",
+    "ItemList",
+    "Retry",
+    "Run",
+    "RunList",
+    "Skip",
+    "StartRun",
+]
+
+RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+Status = Literal["running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"]
+Verdict = Literal["approve", "deny", "retry", "skip", "answer"]
+By = Field(default=None, max_length=100, description="Who decides, as recorded with the decision.")
+Hash = Field(min_length=1, max_length=128, description="The `args_hash` of the item as you were shown it.")
+Message = Field(default="", max_length=20_000, description="What the model reads as the call's result.")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartRun(_Body):
+    """Start a run of a served agent."""
+
+    agent: str = Field(min_length=1, max_length=100, description="The name of a served agent.")
+    input: str = Field(min_length=1, max_length=200_000, description="The task, in plain words.")
+    run_id: str | None = Field(default=None, pattern=RUN_ID, description="Your own id for the run (idempotent).")
+    meta: dict[str, str] = Field(default_factory=dict, max_length=50, description="Labels kept with the run.")
+
+
+class Approve(_Body):
+    """Approve a call, optionally with edited arguments (checked against the tool's schema)."""
+
+    args_hash: str = Hash
+    args: dict[str, Any] | None = Field(default=None, description="Edited arguments, instead of the model's.")
+    by: str | None = By
+
+
+class Deny(_Body):
+    """Deny a call; the message becomes its result."""
+
+    args_hash: str = Hash
+    message: str = Message
+    by: str | None = By
+
+
+class Retry(_Body):
+    """Run again a call whose outcome is unknown."""
+
+    args_hash: str = Hash
+    by: str | None = By
+
+
+class Skip(_Body):
+    """Do not run again a call whose outcome is unknown; the message becomes its result."""
+
+    args_hash: str = Hash
+    message: str = Message
+    by: str | None = By
+
+
+class Answer(_Body):
+    """Answer a question: text, or JSON that fits the question's answer schema."""
+
+    args_hash: str = Hash
+    answer: Any = Field(description="The answer (never null).", json_schema_extra={"not": {"type": "null"}})
+    by: str | None = By
+
+
+class CancelBody(_Body):
+    """End a run for good."""
+
+    reason: str = Field(default="", max_length=2_000)
+    by: str | None = By
+
+
+# -- responses (documentation of what the views write) -------------------------------
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(_Out):
+    code: str = Field(description="Stable, machine-readable: no-such-run, stale, already-decided, ...")
+    message: str
+
+
+class DecisionOut(_Out):
+    verdict: Verdict
+    by: str
+    at: float | None
+    args_hash: str
+    args: dict[str, Any] | None
+    message: str
+    answer: Any
+
+
+class Item(_Out):
+    run_id: str
+    call_id: str = Field(description="The item's id: a call id, or a path of call ids into a child run (c1/c7).")
+    kind: Literal["approval", "question", "outcome-unknown"]
+    tool: str
+    label: str = Field(description="Where an item of a child run waits (agent › agent › tool); empty at the top.")
+    arguments: Any = Field(description="The full arguments as JSON (the raw text when it is not JSON).")
+    arguments_text: str
+    args_hash: str = Field(description="Name it in your decision: what you saw is what you sign.")
+    note: str
+    question: str | None
+    since: float | None
+    verdicts: list[Verdict]
+    parameters: dict[str, Any] | None = Field(description="The tool's JSON Schema (edited arguments must fit).")
+    answer_schema: dict[str, Any] | None
+    decision: DecisionOut | None
+
+
+class Usage(_Out):
+    input_tokens: int
+    output_tokens: int
+    requests: int
+
+
+class RunSummary(_Out):
+    run_id: str
+    agent: str
+    status: Status
+    seq: int = Field(description="How many events the run has (the position of its last event).")
+    created_at: float | None
+    updated_at: float | None
+    task: str
+    waiting: int = Field(description="How many of its items wait for a person.")
+
+
+class Run(RunSummary):
+    meta: dict[str, str]
+    usage: Usage
+    output: str | None
+    error: str | None
+    closed: bool = Field(description="Cancelled for good: it will never run again.")
+    trace: str = Field(description="The run's story so far, as text.")
+    items: list[Item]
+
+
+class Error(_Out):
+    error: ErrorDetail
+    run: Run | None = None
+
+
+class RunList(_Out):
+    runs: list[RunSummary]
+    next_offset: int | None
+
+
+class ItemList(_Out):
+    items: list[Item]
+
+
+class Decided(_Out):
+    run: Run
+
+
+class EventOut(_Out):
+    position: int
+    kind: str
+    at: float | None
+    event: dict[str, Any]
+
+
+class EventList(_Out):
+    events: list[EventOut]
+    next: int = Field(description="Pass as ?after= to get what comes next.")
+
+
+class ToolOut(_Out):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    approval: bool
+    question: bool
+
+
+class AgentOut(_Out):
+    name: str
+    tools: list[ToolOut]
+
+
+class Agents(_Out):
+    agents: list[AgentOut]
+
+
+MODELS: tuple[type[BaseModel], ...] = (
+    StartRun,
+    Approve,
+    Deny,
+    Retry,
+    Skip,
+    Answer,
+    CancelBody,
+    Error,
+    Run,
+    RunList,
+    ItemList,
+    Decided,
+    EventList,
+    Agents,
+)

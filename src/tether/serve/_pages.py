@@ -1,0 +1,366 @@
+"""The web inbox: pages a person uses to see what waits for them and decide.
+
+``/`` lists every waiting item, newest first; ``/runs`` the runs; ``/runs/{id}``
+one run with its story and a live event log; ``/login`` exchanges the token
+for a session cookie. Decisions are plain HTML forms (``POST /decide``, with
+the session's CSRF token and the hash of the arguments shown), so the inbox
+works without JavaScript; the script (``/static/inbox.js``) sends the same
+forms in the background, keeps the page live over SSE, checks edited JSON
+against the tool's schema, and adds keyboard shortcuts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from ._api import error_response, read_bytes
+from ._html import card, clock, h, hidden, page, run_link, status_badge, story, when
+from ._secrets import same_secret
+from ._security import csrf_ok, route_path, session_cookie
+from ._service import ApiError, Choice
+from ._state import served as server
+from ._views import RunView, summary_json
+
+__all__ = ["decide", "fragment", "inbox", "login", "login_form", "logout", "run_page", "runs_page", "static"]
+
+STATIC = Path(__file__).parent / "static"
+NOTICES = {
+    "approve": "Approved: the run goes on.",
+    "deny": "Denied: the agent will read your message.",
+    "retry": "The call will run again.",
+    "skip": "Skipped: the agent will be told.",
+    "answer": "Answer sent: the run goes on.",
+    "cancel": "The run was cancelled.",
+}
+
+
+def root(request: Request) -> str:
+    return str(request.scope.get("root_path", ""))
+
+
+def who(request: Request) -> Any:
+    return request.scope.get("tether.who")
+
+
+def html(text: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(text, status_code=status, headers={"cache-control": "no-store"})
+
+
+async def frame(request: Request, title: str, body: str, *, nav: str = "", kind: str = "") -> HTMLResponse:
+    person = who(request)
+    if person is None or person.kind != "session":
+        return html(page(title, body, root=root(request), kind=kind))
+    count = len(await server(request).service.waiting())
+    return html(
+        page(title, body, root=root(request), csrf=person.csrf, user=person.name, nav=nav, kind=kind, count=count)
+    )
+
+
+def _csrf(request: Request) -> str:
+    person = who(request)
+    return person.csrf if person is not None else ""
+
+
+# -- the inbox ---------------------------------------------------------------------------
+
+
+async def inbox(request: Request) -> Response:
+    srv = server(request)
+    items = await srv.service.waiting()
+    cards = []
+    for item in items:
+        run = await srv.service.views.get(item.run_id)
+        if run is not None:
+            cards.append(card(item, run, root=root(request), csrf=_csrf(request), back="/"))
+    notice = NOTICES.get(request.query_params.get("notice", ""), "")
+    body = (
+        '<div class="head"><h1>Waiting for you</h1>'
+        f'<p class="sub"><span id="summary">{_summary(len(items))}</span> · newest first · '
+        "press <kbd>?</kbd> for shortcuts</p></div>"
+        + (f'<p class="flash" role="status">{h(notice)}</p>' if notice else "")
+        + f'<div id="items">{"".join(cards)}</div>'
+        + f'<div class="empty" id="empty"{" hidden" if items else ""}><p><b>Nothing is waiting for you.</b></p>'
+        "<p>When an agent asks for approval or a question, it appears here by itself.</p></div>"
+    )
+    return await frame(request, "Inbox", body, nav="inbox", kind="inbox")
+
+
+def _summary(n: int) -> str:
+    return "no items" if n == 0 else f"{n} item{'s' if n != 1 else ''}"
+
+
+async def fragment(request: Request) -> Response:
+    """The waiting items of one run, as cards (for the live inbox); empty when none wait."""
+    run = await server(request).service.views.get(request.path_params["run_id"])
+    if run is None:
+        return html("")
+    back = request.query_params.get("back", "/")
+    return html(
+        "".join(card(i, run, root=root(request), csrf=_csrf(request), back=_safe_back(back)) for i in run.waiting)
+    )
+
+
+# -- runs --------------------------------------------------------------------------------
+
+
+async def runs_page(request: Request) -> Response:
+    status = request.query_params.get("status") or None
+    offset = (
+        int(request.query_params.get("offset", "0") or 0) if request.query_params.get("offset", "0").isdigit() else 0
+    )
+    runs, more = await server(request).service.runs(status=status, agent=None, limit=50, offset=offset)
+    rows = "".join(_run_row(request, v) for v in runs)
+    filters = "".join(_filter(request, s, label, s == (status or "")) for s, label in FILTERS)
+    also = f"&status={quote(status)}" if status else ""
+    nxt = f'<p><a class="button" href="{h(root(request))}/runs?offset={more}{also}">Older runs</a></p>' if more else ""
+    table = (
+        '<table class="runs"><thead><tr><th>Status</th><th>Task</th><th>Agent</th><th>Waiting</th><th>Updated</th>'
+        "</tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+        if rows
+        else '<div class="empty"><p>No runs here yet.</p></div>'
+    )
+    body = f'<div class="head"><h1>Runs</h1><nav class="filters">{filters}</nav></div>{table}{nxt}'
+    return await frame(request, "Runs", body, nav="runs", kind="runs")
+
+
+FILTERS = (
+    ("", "all"),
+    ("paused", "paused"),
+    ("needs-decision", "needs decision"),
+    ("running", "running"),
+    ("finished", "finished"),
+    ("failed", "failed"),
+    ("cancelled", "cancelled"),
+)
+
+
+def _filter(request: Request, status: str, label: str, current: bool) -> str:
+    query = f"?status={quote(status)}" if status else ""
+    mark = ' aria-current="page"' if current else ""
+    return f'<a href="{h(root(request))}/runs{query}"{mark}>{h(label)}</a>'
+
+
+def _run_row(request: Request, v: RunView) -> str:
+    s = summary_json(v)
+    waiting = f'<span class="count">{s["waiting"]}</span>' if s["waiting"] else "—"
+    return (
+        f"<tr><td>{status_badge(v.status)}</td>"
+        f'<td><a href="{run_link(root(request), v.run_id)}">{h(v.task[:140] or v.run_id)}</a></td>'
+        f"<td>{h(v.agent)}</td><td>{waiting}</td><td>{when(v.updated_at)}</td></tr>"
+    )
+
+
+async def run_page(request: Request) -> Response:
+    run_id = request.path_params["run_id"]
+    run = await server(request).service.views.get(run_id)
+    if run is None:
+        response = await frame(request, "No such run", f'<div class="empty"><p>There is no run {h(run_id)}.</p></div>')
+        response.status_code = 404
+        return response
+    return await frame(request, f"Run {run_id[:10]}", run_body(request, run), kind="run")
+
+
+def run_body(request: Request, run: RunView) -> str:
+    back = f"/runs/{quote(run.run_id, safe='')}"
+    cards = "".join(
+        card(i, run, root=root(request), csrf=_csrf(request), back=back, open_story=False) for i in run.waiting
+    )
+    answer = (
+        f'<section class="answer"><h2>Answer</h2><p>{h(run.output)}</p></section>' if run.output is not None else ""
+    )
+    error = f'<p class="note error">{h(run.error)}</p>' if run.error else ""
+    cancel = ""
+    if run.status != "finished" and not run.closed:
+        where = f"{h(root(request))}/runs/{h(quote(run.run_id, safe=''))}/cancel"
+        cancel = (
+            f'<form method="post" action="{where}" class="cancel">'
+            f'{hidden("csrf", _csrf(request))}<button class="danger quiet" type="submit">Cancel run</button></form>'
+        )
+    return (
+        f'<div class="head run-head" id="run" data-run="{h(run.run_id)}" data-seq="{run.seq}">'
+        f'<p class="crumbs"><a href="{h(root(request))}/runs">Runs</a> / <code>{h(run.run_id)}</code></p>'
+        f"<h1>“{h(run.task[:300])}”</h1>"
+        f'<div class="sub-row"><p class="sub">{status_badge(run.status)} {h(run.agent)} · '
+        f"started {when(run.created_at)}"
+        f"{_usage(run)}</p>{cancel}</div></div>"
+        f'{error}{answer}<div id="items">{cards}</div>'
+        f'<section class="panel"><h2>Story</h2>{story(run.events, run.agent)}</section>'
+        f'<section class="panel"><h2>Live events</h2><ol class="events" id="events" data-after="{run.seq}">'
+        + "".join(
+            f'<li><span class="pos">{n}</span> {clock(ev.at)} {h(ev.kind)}</li>' for n, ev in enumerate(run.events, 1)
+        )
+        + "</ol></section>"
+    )
+
+
+def _usage(run: RunView) -> str:
+    tokens = run.usage["input_tokens"] + run.usage["output_tokens"]
+    return f" · {run.usage['requests']} model requests, {tokens:,} tokens" if run.usage["requests"] else ""
+
+
+async def run_fragment(request: Request) -> Response:
+    run = await server(request).service.views.get(request.path_params["run_id"])
+    return html(run_body(request, run) if run is not None else "")
+
+
+# -- decisions from forms ----------------------------------------------------------------
+
+
+async def _form(request: Request) -> dict[str, str]:
+    raw = await read_bytes(request, 1024 * 1024)
+    return {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}
+
+
+def _safe_back(back: str) -> str:
+    return back if back.startswith("/") and not back.startswith("//") and "\\" not in back else "/"
+
+
+def _wants_json(request: Request) -> bool:
+    return "application/json" in request.headers.get("accept", "")
+
+
+async def decide(request: Request) -> Response:
+    """``POST /decide``: one verdict from a form (JSON back for the script, a redirect without it)."""
+    try:
+        form = await _form(request)
+        if not csrf_ok(who(request), form.get("csrf", "")):
+            raise ApiError(403, "csrf", "this form is stale or not from this inbox: reload the page")
+        verdict = form.get("verdict", "")
+        choice = Choice(
+            verdict,
+            form.get("args_hash", ""),
+            args=_edited(form),
+            message=form.get("message", ""),
+            answer=_answer(form),
+        )
+        if verdict not in NOTICES or verdict == "cancel":
+            raise ApiError(422, "wrong-verdict", f"unknown verdict {verdict!r}")
+        run = await server(request).service.decide(
+            form.get("run_id", ""), form.get("call_id", ""), choice, by=who(request).reviewer()
+        )
+    except ApiError as exc:
+        return error_response(exc) if _wants_json(request) else await _error_page(request, exc)
+    if _wants_json(request):
+        return JSONResponse(
+            {"ok": True, "notice": NOTICES[verdict], "run_id": run.run_id}, headers={"cache-control": "no-store"}
+        )
+    return RedirectResponse(f"{root(request)}{_safe_back(form.get('back', '/'))}?notice={verdict}", status_code=303)
+
+
+def _edited(form: dict[str, str]) -> dict[str, Any] | None:
+    text = form.get("args", "").strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ApiError(422, "invalid-arguments", f"the edited arguments are not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ApiError(422, "invalid-arguments", "the edited arguments must be a JSON object")
+    return value
+
+
+def _answer(form: dict[str, str]) -> Any:
+    if form.get("verdict") != "answer":
+        return None
+    text = form.get("answer", "")
+    if form.get("as") != "json":
+        if not text.strip():
+            raise ApiError(422, "invalid-answer", "the answer is empty")
+        return text
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ApiError(422, "invalid-answer", f"the answer is not JSON: {exc}") from None
+
+
+async def _error_page(request: Request, exc: ApiError) -> Response:
+    body = (
+        f'<div class="head"><h1>That did not go through</h1></div><p class="note error">{h(exc.message)}</p>'
+        f'<p><a class="button" href="{h(root(request))}/">Back to the inbox</a></p>'
+    )
+    response = await frame(request, "Not done", body)
+    response.status_code = exc.status
+    return response
+
+
+async def cancel(request: Request) -> Response:
+    try:
+        form = await _form(request)
+        if not csrf_ok(who(request), form.get("csrf", "")):
+            raise ApiError(403, "csrf", "this form is stale or not from this inbox: reload the page")
+        run_id = request.path_params["run_id"]
+        await server(request).service.cancel(run_id, reason="", by=who(request).reviewer())
+    except ApiError as exc:
+        return error_response(exc) if _wants_json(request) else await _error_page(request, exc)
+    return RedirectResponse(f"{root(request)}/runs/{quote(run_id, safe='')}?notice=cancel", status_code=303)
+
+
+# -- logging in --------------------------------------------------------------------------
+
+
+def _login_page(request: Request, problem: str = "", status: int = 200) -> Response:
+    nxt = _safe_back(request.query_params.get("next", "/"))
+    body = (
+        '<div class="login"><h1><span class="mark" aria-hidden="true"></span>tether</h1>'
+        "<p>Sign in to see what your agents are waiting for.</p>"
+        + (f'<p class="note error" role="alert">{h(problem)}</p>' if problem else "")
+        + f'<form method="post" action="{h(root(request))}/login">{hidden("next", nxt)}'
+        '<label>Your name <small>(recorded with each decision)</small><input name="name" required maxlength="60" '
+        'autocomplete="username" autofocus></label>'
+        '<label>Access token<input name="token" type="password" required autocomplete="current-password"></label>'
+        '<button class="primary" type="submit">Sign in</button></form>'
+        f'<p class="hint">The token is in <code>{h(server(request).token_hint)}</code>.</p></div>'
+    )
+    response = html(page("Sign in", body, root=root(request), kind="login"), status)
+    return response
+
+
+async def login_form(request: Request) -> Response:
+    return _login_page(request)
+
+
+async def login(request: Request) -> Response:
+    srv = server(request)
+    form = await _form(request)
+    name = " ".join(form.get("name", "").split())[:60]
+    if not same_secret(form.get("token", "").strip(), srv.token):
+        srv.throttle.failed((request.scope.get("client") or ("?", 0))[0])
+        return _login_page(request, "That token is not right.", 401)
+    if not name:
+        return _login_page(request, "Say who you are: your name is recorded with each decision.", 422)
+    back = _safe_back(form.get("next", "/"))
+    response = RedirectResponse(f"{root(request)}{back}", status_code=303)
+    secure = request.url.scheme == "https"
+    response.headers.append(
+        "set-cookie", session_cookie(srv.sessions.issue(name), path=root(request) or "/", secure=secure)
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    form = await _form(request)
+    if not csrf_ok(who(request), form.get("csrf", "")):
+        return await _error_page(request, ApiError(403, "csrf", "this form is stale: reload the page"))
+    response = RedirectResponse(f"{root(request)}/login", status_code=303)
+    response.headers.append("set-cookie", session_cookie("", path=root(request) or "/", secure=False, max_age=None))
+    return response
+
+
+async def static(request: Request) -> Response:
+    name = request.path_params["name"]
+    path = STATIC / name
+    if "/" in name or name.startswith(".") or not path.is_file():
+        return Response("not found", status_code=404, media_type="text/plain")
+    return FileResponse(path, headers={"cache-control": "no-cache"})
+
+
+def is_page(request: Request) -> bool:
+    return not route_path(request.scope).startswith("/api/")
