@@ -7,7 +7,7 @@ against the scripted fake provider server on 127.0.0.1.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 import pytest
@@ -19,9 +19,12 @@ from providers.fakeserver import turn as reply
 from support import add
 from tether import Agent, Context, Message, ToolCall, Usage, UserError, tool
 from tether.exceptions import ModelRequestsBlocked, ProviderError
+from tether.providers._prompt import DECIDE
 from tether.providers.constrained import (
+    DENIED_NUDGE,
     ERROR_NUDGE,
     FINAL_ONLY,
+    MAX_CALLS_PER_REPLY,
     MAX_RESULT_CHARS,
     NUDGE,
     AnswerStream,
@@ -30,11 +33,13 @@ from tether.providers.constrained import (
     calls_this_task,
     choice_schema,
     drive,
+    offered,
     parse_reply,
     render,
     repeats_a_call,
     request,
     system_prompt,
+    tool_line,
     turn,
 )
 
@@ -56,18 +61,22 @@ def final(text: str) -> str:
 # -- schema ------------------------------------------------------------------
 
 
-def test_the_schema_is_a_choice_over_the_tools_and_final_answer() -> None:
+def _calls(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    return schema["anyOf"][0]["items"]["anyOf"]
+
+
+def test_the_schema_is_a_list_of_calls_of_the_tools_or_the_final_answer() -> None:
     schema = choice_schema([add, shout])
-    assert [c["properties"]["name"] for c in schema["anyOf"]] == [
-        {"const": "add"},
-        {"const": "shout"},
-        {"const": "final_answer"},
-    ]
-    first = schema["anyOf"][0]
+    assert offered(schema) == ["add", "shout", "final_answer"]
+    listed, answer = schema["anyOf"]
+    assert listed["type"] == "array" and listed["minItems"] == 1 and listed["maxItems"] == MAX_CALLS_PER_REPLY
+    first = _calls(schema)[0]
     assert first["required"] == ["name", "arguments"]
     assert first["additionalProperties"] is False
+    assert first["properties"]["name"] == {"const": "add"}
     assert first["properties"]["arguments"] == add.parameters
-    assert schema["anyOf"][2]["properties"]["arguments"] == {
+    assert answer["properties"]["name"] == {"const": "final_answer"}
+    assert answer["properties"]["arguments"] == {
         "type": "object",
         "properties": {"text": {"type": "string"}},
         "required": ["text"],
@@ -77,14 +86,14 @@ def test_the_schema_is_a_choice_over_the_tools_and_final_answer() -> None:
 
 def test_final_only_leaves_just_final_answer() -> None:
     schema = choice_schema([add, shout], final_only=True)
-    assert [c["properties"]["name"]["const"] for c in schema["anyOf"]] == ["final_answer"]
+    assert offered(schema) == ["final_answer"]
 
 
 def test_hand_written_schemas_get_no_extra_properties() -> None:
     from tether import Tool
 
     loose = Tool("loose", "A tool.", {"type": "object", "properties": {"x": {"type": "string"}}}, fn=lambda x: x)
-    args = choice_schema([loose])["anyOf"][0]["properties"]["arguments"]
+    args = _calls(choice_schema([loose]))[0]["properties"]["arguments"]
     assert args["additionalProperties"] is False
     assert "additionalProperties" not in loose.parameters  # the tool itself is untouched
 
@@ -102,8 +111,8 @@ def test_nested_model_definitions_move_to_the_root_and_refs_follow() -> None:
 
     schema = choice_schema([plot])
     assert "plot__Point" in schema["$defs"]
-    assert schema["anyOf"][0]["properties"]["arguments"]["properties"]["where"] == {"$ref": "#/$defs/plot__Point"}
-    assert "$defs" not in schema["anyOf"][0]["properties"]["arguments"]
+    assert _calls(schema)[0]["properties"]["arguments"]["properties"]["where"] == {"$ref": "#/$defs/plot__Point"}
+    assert "$defs" not in _calls(schema)[0]["properties"]["arguments"]
 
 
 def test_a_tool_named_final_answer_is_refused() -> None:
@@ -122,9 +131,34 @@ def test_a_tool_named_final_answer_is_refused() -> None:
 def test_the_system_prompt_lists_one_line_per_tool_after_the_instructions() -> None:
     lines = system_prompt([add, shout], "Be brief.").splitlines()
     assert lines[0] == "Be brief."
-    assert "- add(a, b): Add two integers. a: the first number; b: the second number." in lines
-    assert "- shout(text): Make text loud." in lines
-    assert any(line.startswith("- final_answer(text)") for line in lines)
+    assert "- add(a: integer, b: integer): Add two integers. a: the first number; b: the second number." in lines
+    assert "- shout(text: string): Make text loud." in lines
+    assert any(line.startswith("2. To answer the user:") and "final_answer" in line for line in lines)
+
+
+def test_the_prompt_shows_types_enums_defaults_and_which_arguments_are_optional() -> None:
+    @tool(effect="none")
+    def wait(seconds: int, unit: Literal["s", "ms"] = "s", note: str | None = None) -> str:
+        """Wait a while.
+
+        Args:
+            seconds: how long.
+            unit: the unit.
+            note: why.
+        """
+        return "ok"
+
+    assert tool_line(wait) == (
+        'wait(seconds: integer, unit?: "s" | "ms" = "s", note?: string | null = null): Wait a while. '
+        "seconds: how long; unit: the unit; note: why."
+    )
+    assert 'optional ones (marked "?")' in system_prompt([wait])
+
+
+def test_the_prompt_shows_answering_without_a_tool_as_a_choice() -> None:
+    prompt = system_prompt([shout])
+    assert "Answer directly, without a tool, only when no tool is about the question" in prompt
+    assert "never guess what a tool would tell you" in prompt
 
 
 def _conversation() -> Context:
@@ -142,7 +176,7 @@ def test_the_notebook_is_rendered_as_plain_chat() -> None:
     out = render(_conversation(), [add])
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
     assert out[0]["content"].startswith("Be brief.\n")
-    assert json.loads(out[2]["content"]) == {"name": "add", "arguments": {"a": 2, "b": 3}}
+    assert json.loads(out[2]["content"]) == [{"name": "add", "arguments": {"a": 2, "b": 3}}]
     assert out[3]["content"] == f"add returned: 5\n{NUDGE}"
 
 
@@ -159,7 +193,22 @@ def test_errors_and_several_results_share_one_user_turn() -> None:
     )
     out = render(ctx, [add, shout])
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
-    assert out[3]["content"] == f"add failed: field 'b' missing\n{ERROR_NUDGE}\n\nshout returned: X\n{NUDGE}"
+    assert out[3]["content"] == f"add failed: field 'b' missing\n\nshout returned: X\n{ERROR_NUDGE}"
+
+
+def test_a_denied_call_is_shown_as_not_done_with_no_invitation_to_retry() -> None:
+    ctx = _conversation().add(
+        Message.assistant("", [ToolCall.of("shout", {"text": "x"}, id="c2")]),
+        Message.tool_result("c2", "a human denied this call: not now", name="shout", is_error=True),
+    )
+    text = render(ctx, [add, shout])[-1]["content"]
+    assert text == f"shout was not run: a human denied this call: not now\n{DENIED_NUDGE}"
+    assert "final_answer" not in text and "try again" not in text
+
+
+def test_nudges_say_nothing_a_user_should_not_read() -> None:
+    for nudge in (NUDGE, ERROR_NUDGE, DENIED_NUDGE):
+        assert "final_answer" not in nudge and "call another tool" not in nudge
 
 
 def test_long_results_are_cut_and_say_so() -> None:
@@ -182,6 +231,7 @@ def test_each_request_is_a_prefix_of_the_next() -> None:
     assert b["messages"][: len(a["messages"])] == a["messages"]
     assert a["response_format"] == b["response_format"]
     assert json.loads(b["messages"][4]["content"]) == {"name": "final_answer", "arguments": {"text": "5"}}
+    assert json.loads(b["messages"][6]["content"]) == [{"name": "add", "arguments": {"a": 4, "b": 4}}]
 
 
 def test_without_tools_it_is_a_plain_chat_request() -> None:
@@ -213,7 +263,34 @@ def test_a_cut_off_answer_keeps_the_text_so_far() -> None:
     assert parse_reply('{"name": "final_answer", "arguments": {"text": "The ans').content == "The ans"
 
 
-@pytest.mark.parametrize("text", ["Sure! 5", "[1, 2]", '{"arguments": {}}'])
+def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps([{"name": n, "arguments": a} for n, a in pairs], indent=2)
+
+
+def test_a_list_reply_becomes_several_tool_calls_in_order() -> None:
+    message = parse_reply(calls(("add", {"a": 1, "b": 2}), ("shout", {"text": "hi"})), call_id="c1")
+    assert [(c.name, json.loads(c.arguments)) for c in message.tool_calls] == [
+        ("add", {"a": 1, "b": 2}),
+        ("shout", {"text": "hi"}),
+    ]
+    assert message.tool_calls[0].id == "c1" and message.tool_calls[1].id != "c1"
+
+
+def test_a_cut_off_list_keeps_the_whole_calls_and_the_raw_arguments_of_the_cut_one() -> None:
+    text = calls(("add", {"a": 1, "b": 2}), ("shout", {"text": "hello"}))
+    message = parse_reply(text[: text.index("hello")])
+    assert [c.name for c in message.tool_calls] == ["add", "shout"]
+    assert json.loads(message.tool_calls[0].arguments) == {"a": 1, "b": 2}
+    assert message.tool_calls[1].arguments.startswith('{\n      "text": "')
+
+
+def test_a_streamed_list_of_calls_shows_nothing() -> None:
+    stream = AnswerStream()
+    raw = calls(("shout", {"text": "not for the user"}))
+    assert "".join(stream.feed(raw[i : i + 4]) for i in range(0, len(raw), 4)) == ""
+
+
+@pytest.mark.parametrize("text", ["Sure! 5", "[1, 2]", "[]", '{"arguments": {}}'])
 def test_replies_that_are_no_call_at_all_are_provider_errors(text: str) -> None:
     with pytest.raises(ProviderError, match="reply is not"):
         parse_reply(text)
@@ -251,7 +328,7 @@ async def _run_turn(context: Context, tools: list[Any], replies: list[str], **op
 
 
 def _names(body: dict[str, Any]) -> list[str]:
-    return [c["properties"]["name"]["const"] for c in body["response_format"]["json_schema"]["schema"]["anyOf"]]
+    return offered(body["response_format"]["json_schema"]["schema"])
 
 
 async def test_one_request_per_decision_normally() -> None:
@@ -280,6 +357,63 @@ async def test_going_round_in_circles_counts_as_repeating() -> None:
     assert repeats_a_call(ctx, parse_reply(call("add", {"a": 2, "b": 3})))
     assert not repeats_a_call(ctx, parse_reply(call("add", {"a": 2, "b": 4})))
     assert not repeats_a_call(ctx.add(Message.user("again please")), parse_reply(call("add", {"a": 2, "b": 3})))
+
+
+async def test_several_calls_in_one_reply_come_back_as_one_message() -> None:
+    reply_text = calls(("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4}))
+    message, sent = await _run_turn(Context([Message.user("1+2 and 3+4?")]), [add], [reply_text])
+    assert [json.loads(c.arguments) for c in message.tool_calls] == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+    assert len(sent) == 1
+
+
+async def test_repeated_calls_in_a_list_are_dropped_and_the_new_ones_kept() -> None:
+    reply_text = calls(("add", {"a": 2, "b": 3}), ("add", {"a": 9, "b": 9}), ("add", {"a": 9, "b": 9}))
+    message, sent = await _run_turn(_conversation(), [add], [reply_text])
+    assert [json.loads(c.arguments) for c in message.tool_calls] == [{"a": 9, "b": 9}]
+    assert len(sent) == 1
+
+
+async def test_a_list_of_only_repeated_calls_asks_for_the_final_answer() -> None:
+    message, sent = await _run_turn(_conversation(), [add], [calls(("add", {"a": 2, "b": 3})), final("5")])
+    assert message == Message.assistant("5")
+    assert _names(sent[1]) == ["final_answer"]
+
+
+async def test_calls_past_the_budget_are_dropped() -> None:
+    many = calls(*[("add", {"a": i, "b": i}) for i in range(5)])
+    message, _ = await _run_turn(_conversation(), [add], [many], max_tool_calls=3)
+    assert len(message.tool_calls) == 2  # one call made already, two left
+
+
+async def test_answering_without_a_tool_is_offered_and_taken_in_one_request() -> None:
+    message, sent = await _run_turn(Context([Message.user("Who wrote Hamlet?")]), [add], [final("Shakespeare.")])
+    assert message == Message.assistant("Shakespeare.") and not message.tool_calls
+    assert len(sent) == 1 and _names(sent[0]) == ["add", "final_answer"]
+
+
+async def test_deciding_first_that_no_tool_fits_allows_only_the_answer() -> None:
+    ctx = Context([Message.user("Who wrote Hamlet?")])
+    message, sent = await _run_turn(ctx, [add], ['{"tool": "none"}', final("Shakespeare.")], decide_first=True)
+    assert message == Message.assistant("Shakespeare.")
+    assert message.usage == Usage(20, 6, 2)
+    decision = sent[0]["response_format"]["json_schema"]["schema"]["properties"]["tool"]
+    assert decision == {"enum": ["add", "none"]}
+    assert sent[0]["messages"][-1]["content"].endswith(DECIDE)
+    assert _names(sent[1]) == ["final_answer"]
+    assert sent[1]["messages"][:-1] == sent[0]["messages"][:-1]  # the same prefix: the prompt cache hits
+
+
+async def test_deciding_first_that_a_tool_fits_allows_only_calls() -> None:
+    ctx = Context([Message.user("1+2 and 3+4?")])
+    both = calls(("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4}))
+    message, sent = await _run_turn(ctx, [add, shout], ['{"tool": "add"}', both], decide_first=True)
+    assert len(message.tool_calls) == 2
+    assert _names(sent[1]) == ["add", "shout"]
+
+
+async def test_no_decision_is_asked_once_only_the_answer_is_allowed() -> None:
+    _, sent = await _run_turn(_conversation(), [add], [final("5")], max_tool_calls=1, decide_first=True)
+    assert len(sent) == 1 and _names(sent[0]) == ["final_answer"]
 
 
 async def test_a_used_up_budget_allows_only_the_final_answer() -> None:

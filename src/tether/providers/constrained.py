@@ -3,8 +3,10 @@
 Small local models (Qwen2.5-Coder 0.5B/1.5B GGUF) do not emit their chat
 template's tool-call tags, so a server finds no ``tool_calls`` in their output.
 What works is to constrain the output with a JSON Schema: the model must write
-one object ``{"name": <a tool>, "arguments": {...}}`` whose arguments follow that
-tool's parameter schema, or ``{"name": "final_answer", "arguments": {"text": ...}}``.
+a list of one or more calls ``[{"name": <a tool>, "arguments": {...}}, ...]``
+whose arguments follow each tool's parameter schema, or the answer
+``{"name": "final_answer", "arguments": {"text": ...}}``. What the model is
+shown (schema, prompt, notebook) is :mod:`~tether.providers._prompt`.
 
 Everything here is a pure function of the notebook and the tools, so any
 backend that can decode under a JSON Schema can use it:
@@ -12,29 +14,19 @@ backend that can decode under a JSON Schema can use it:
 * :func:`turn` is the protocol for one decision, written once as a generator: it
   yields request bodies (OpenAI chat-completions shape, with
   ``response_format: {"type": "json_schema", ...}``), receives each
-  :class:`Completion`, and returns the assistant Message. Its repeat guard asks
-  again allowing only ``final_answer`` when the model repeats a call it
-  already made for the task or has used up its tool-call budget.
+  :class:`Completion`, and returns the assistant Message. Its repeat guard
+  drops calls the model already made for the task, and asks again allowing
+  only ``final_answer`` when nothing new is left or the tool-call budget is spent.
 * :func:`drive` runs that generator with any async ``complete`` function, and
   :func:`drive_stream` with a streaming one (passing on only the text of a
   ``final_answer``); :class:`~tether.providers.local.LocalModel` drives it
   in-process and :class:`ConstrainedOpenAI` over HTTP.
 
-How the notebook is shown to the model: one system message (the agent's
-instructions, then one line per tool); user messages as they are; a tool call
-as the JSON object the model wrote; a tool result as a user message
-``<tool> returned: ...`` followed by a nudge to call ``final_answer`` once it
-has what it needs (several results in a row share one user message).
 Rendering is deterministic, so each request is a prefix of the next and the
 server's prompt cache hits.
 
->>> from tether import tool
->>> @tool(effect="none")
-... def add(a: int, b: int) -> int:
-...     '''Add two integers.'''
-...     return a + b
->>> parse_reply('{"name": "add", "arguments": {"a": 1, "b": 2}}').tool_calls[0].arguments
-'{"a": 1, "b": 2}'
+>>> [c.name for c in parse_reply('[{"name": "add", "arguments": {"a": 1}}, {"name": "neg", "arguments": {"a": 1}}]').tool_calls]
+['add', 'neg']
 >>> parse_reply('{"name": "final_answer", "arguments": {"text": "3"}}').content
 '3'
 """
@@ -42,7 +34,6 @@ server's prompt cache hits.
 from __future__ import annotations
 
 import contextvars
-import copy
 import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Sequence
@@ -50,20 +41,61 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..context import Context
-from ..exceptions import ProviderError, UserError
+from ..exceptions import ProviderError
 from ..messages import Message, ToolCall, Usage, new_call_id
 from ..tools import Tool
 from ._http import dumps
+from ._prompt import (
+    DENIED_NUDGE,
+    ERROR_NUDGE,
+    FINAL_ANSWER,
+    FINAL_ONLY,
+    MAX_CALLS_PER_REPLY,
+    MAX_RESULT_CHARS,
+    NUDGE,
+    call_text,
+    calls_text,
+    check_tools,
+    choice_schema,
+    decision_request,
+    offered,
+    render,
+    request,
+    system_prompt,
+    tool_fits,
+    tool_line,
+)
 from .openai_compat import OpenAICompatible
 
-FINAL_ANSWER = "final_answer"
-MAX_RESULT_CHARS = 6000  # a tool result longer than this is cut before the model sees it
-NUDGE = (
-    "If that answers the user's question, call final_answer with the answer in a short sentence; "
-    "otherwise call another tool."
-)
-ERROR_NUDGE = "Fix the call and try again, or call final_answer to explain the problem."
-FINAL_ONLY = "Now answer the user with final_answer."
+__all__ = [
+    "AnswerStream",
+    "Completion",
+    "ConstrainedOpenAI",
+    "DENIED_NUDGE",
+    "ERROR_NUDGE",
+    "FINAL_ANSWER",
+    "FINAL_ONLY",
+    "MAX_CALLS_PER_REPLY",
+    "MAX_RESULT_CHARS",
+    "NUDGE",
+    "call_text",
+    "calls_text",
+    "calls_this_task",
+    "check_tools",
+    "choice_schema",
+    "completion_of",
+    "drive",
+    "drive_stream",
+    "fresh_calls",
+    "offered",
+    "parse_reply",
+    "render",
+    "repeats_a_call",
+    "request",
+    "system_prompt",
+    "tool_line",
+    "turn",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,203 +106,75 @@ class Completion:
     usage: Usage = Usage()
 
 
-# -- the JSON Schema -------------------------------------------------------
-
-
-def choice_schema(tools: Sequence[Tool], *, final_only: bool = False) -> dict[str, Any]:
-    """A JSON Schema whose instances are exactly one call of an offered tool.
-
-    Each choice is ``{"name": const, "arguments": <parameters>}``; ``final_answer``
-    is always among them (and alone when ``final_only``). Tool schemas' ``$defs``
-    are hoisted to the root under ``<tool>__<name>`` so their ``$ref`` s resolve.
-    """
-    check_tools(tools)
-    choices, defs = [], {}
-    for t in () if final_only else tools:
-        params, tool_defs = _hoisted(t)
-        defs.update(tool_defs)
-        choices.append(_choice(t.name, params))
-    choices.append(_choice(FINAL_ANSWER, _FINAL_PARAMS))
-    schema: dict[str, Any] = {"anyOf": choices}
-    if defs:
-        schema["$defs"] = defs
-    return schema
-
-
-_FINAL_PARAMS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"text": {"type": "string"}},
-    "required": ["text"],
-    "additionalProperties": False,
-}
-
-
-def _choice(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"name": {"const": name}, "arguments": params},
-        "required": ["name", "arguments"],
-        "additionalProperties": False,
-    }
-
-
-def _hoisted(t: Tool) -> tuple[dict[str, Any], dict[str, Any]]:
-    params = copy.deepcopy(t.parameters) or {"type": "object", "properties": {}}
-    params.setdefault("additionalProperties", False)
-    defs = params.pop("$defs", {})
-    renames = {f"#/$defs/{k}": f"#/$defs/{t.name}__{k}" for k in defs}
-    if renames:
-        _rewrite_refs(params, renames)
-        _rewrite_refs(defs, renames)
-    return params, {f"{t.name}__{k}": v for k, v in defs.items()}
-
-
-def _rewrite_refs(node: Any, renames: dict[str, str]) -> None:
-    if isinstance(node, dict):
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref in renames:
-            node["$ref"] = renames[ref]
-        for value in node.values():
-            _rewrite_refs(value, renames)
-    elif isinstance(node, list):
-        for item in node:
-            _rewrite_refs(item, renames)
-
-
-def check_tools(tools: Sequence[Tool]) -> None:
-    """Refuse a tool that would shadow the protocol's own ``final_answer``."""
-    if any(t.name == FINAL_ANSWER for t in tools):
-        raise UserError(
-            f"a tool is named {FINAL_ANSWER!r}, which the constrained protocol reserves "
-            "for the model's answer; rename the tool"
-        )
-
-
-# -- the prompt --------------------------------------------------------------
-
-
-def system_prompt(tools: Sequence[Tool], instructions: str = "") -> str:
-    """The protocol's system prompt: instructions, then one line per tool."""
-    lines = [instructions.strip()] if instructions.strip() else []
-    lines.append(
-        'Reply with one JSON object that calls exactly one tool: {"name": <tool name>, "arguments": {...}}. Tools:'
-    )
-    lines += [f"- {tool_line(t)}" for t in tools]
-    lines.append(f"- {FINAL_ANSWER}(text): answer the user; use it as soon as you can answer.")
-    lines.append(
-        "Call a tool only when you need it to answer; for greetings, thanks or anything "
-        f"you can answer yourself, call {FINAL_ANSWER} right away."
-    )
-    return "\n".join(lines)
-
-
-def tool_line(t: Tool) -> str:
-    """``name(a, b): what it does. a: what a is; b: ...`` on one line."""
-    props: dict[str, Any] = (t.parameters or {}).get("properties", {})
-    summary = " ".join(t.description.split()).split(". ")[0].rstrip(".") if t.description.strip() else ""
-    line = f"{t.name}({', '.join(props)})" + (f": {summary}." if summary else "")
-    hints = [f"{k}: {_clause(v['description'])}" for k, v in props.items() if v.get("description")]
-    return line + (" " + "; ".join(hints) + "." if hints else "")
-
-
-def _clause(text: Any) -> str:
-    return " ".join(str(text).split()).rstrip(".")
-
-
-def render(context: Context, tools: Sequence[Tool], *, final_only: bool = False) -> list[dict[str, Any]]:
-    """The notebook as OpenAI chat messages for the constrained protocol."""
-    instructions = "\n\n".join(m.content for m in context if m.role == "system")
-    out: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(tools, instructions)}]
-    for m in context:
-        if m.role == "user":
-            out.append({"role": "user", "content": m.content})
-        elif m.role == "assistant":
-            out.append({"role": "assistant", "content": _assistant_text(m)})
-        elif m.role == "tool":
-            _append_user(out, _result_text(m))
-    if final_only:
-        _append_user(out, FINAL_ONLY)
-    return out
-
-
-def _assistant_text(m: Message) -> str:
-    if not m.tool_calls:
-        return call_text(FINAL_ANSWER, {"text": m.content})
-    return "\n".join(call_text(c.name, _loads_or_raw(c.arguments)) for c in m.tool_calls)
-
-
-def call_text(name: str, arguments: Any) -> str:
-    """A call as the model writes it (``indent=2``, the way llama.cpp's grammar
-    lets Qwen lay it out), so the server's prompt cache sees the same tokens."""
-    return json.dumps({"name": name, "arguments": arguments}, indent=2, ensure_ascii=False)
-
-
-def _loads_or_raw(arguments: str) -> Any:
-    try:
-        return json.loads(arguments)
-    except ValueError:
-        return arguments
-
-
-def _result_text(m: Message) -> str:
-    content = m.content
-    if len(content) > MAX_RESULT_CHARS:
-        content = content[:MAX_RESULT_CHARS] + f"\n[... cut: {len(m.content):,} characters in all]"
-    name = m.name or "the tool"
-    if m.is_error:
-        return f"{name} failed: {content}\n{ERROR_NUDGE}"
-    return f"{name} returned: {content}\n" + NUDGE
-
-
-def _append_user(out: list[dict[str, Any]], text: str) -> None:
-    """Several results in a row become one user message (chat templates want turns to alternate)."""
-    if out[-1]["role"] == "user":
-        out[-1] = {"role": "user", "content": out[-1]["content"] + "\n\n" + text}
-    else:
-        out.append({"role": "user", "content": text})
-
-
-def request(context: Context, tools: Sequence[Tool], *, final_only: bool = False) -> dict[str, Any]:
-    """The messages and ``response_format`` of one constrained request.
-
-    Without tools there is nothing to choose: a plain chat request.
-    """
-    if not tools:
-        return {"messages": [m.to_openai() for m in context]}
-    schema = choice_schema(tools, final_only=final_only)
-    return {
-        "messages": render(context, tools, final_only=final_only),
-        "response_format": {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}},
-    }
-
-
 # -- reading the reply -------------------------------------------------------
 
 _NAME = re.compile(r'^\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _ARGS = re.compile(r'"arguments"\s*:\s*')
+_DECODER = json.JSONDecoder()
 
 
 def parse_reply(text: str, call_id: str | None = None) -> Message:
-    """The model's JSON object as an assistant Message: one ToolCall, or the answer text.
+    """The model's JSON as an assistant Message: its ToolCalls (a list, or one call), or the answer text.
 
-    A reply cut off at the token limit keeps what it has: a tool call keeps its
-    raw (malformed) arguments, so the loop tells the model; a cut answer keeps
-    the text written so far.
+    A reply cut off at the token limit keeps what it has: the calls written
+    whole, and a cut call with its raw (malformed) arguments, so the loop tells
+    the model; a cut answer keeps the text written so far.
     """
     try:
         data = json.loads(text)
     except ValueError:
         return _parse_partial(text, call_id)
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+    items = data if isinstance(data, list) else [data]
+    if not items or not all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items):
         raise ProviderError(f"the model's reply is not a tool call object: {text[:200]!r}", body=text)
-    args = data.get("arguments")
-    args = args if isinstance(args, dict) else {}
-    if data["name"] == FINAL_ANSWER:
-        return Message.assistant(str(args.get("text", "")))
-    return Message.assistant("", [ToolCall.of(data["name"], args, id=call_id or new_call_id())])
+    answers = [i for i in items if i["name"] == FINAL_ANSWER]
+    calls = [i for i in items if i["name"] != FINAL_ANSWER]
+    if not calls:
+        args = answers[0].get("arguments")
+        return Message.assistant(str(args.get("text", "")) if isinstance(args, dict) else "")
+    made = []
+    for n, item in enumerate(calls):
+        args = item.get("arguments")
+        made.append(ToolCall.of(item["name"], args if isinstance(args, dict) else {}, id=_call_id(call_id, n)))
+    return Message.assistant("", made)
+
+
+def _call_id(given: str | None, n: int) -> str:
+    return given if given and n == 0 else new_call_id()
 
 
 def _parse_partial(text: str, call_id: str | None) -> Message:
+    start = text.lstrip()
+    if not start.startswith("["):
+        return _partial_one(text, call_id, 0)
+    calls: list[ToolCall] = []
+    at = len(text) - len(start) + 1
+    while True:
+        at = _skip(text, at, ",")
+        try:
+            item, end = _DECODER.raw_decode(text, at)
+        except ValueError:
+            break
+        if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"] != FINAL_ANSWER:
+            args = item.get("arguments")
+            calls.append(ToolCall.of(item["name"], args if isinstance(args, dict) else {}, id=_call_id(call_id, len(calls))))
+        at = end
+    rest = text[at:]
+    if _NAME.match(rest):
+        cut = _partial_one(rest, call_id, len(calls))
+        calls.extend(cut.tool_calls)
+    if not calls:
+        raise ProviderError(f"the model's reply is not JSON: {text[:200]!r}", body=text)
+    return Message.assistant("", calls)
+
+
+def _skip(text: str, at: int, separators: str) -> int:
+    while at < len(text) and (text[at].isspace() or text[at] in separators):
+        at += 1
+    return at
+
+
+def _partial_one(text: str, call_id: str | None, n: int) -> Message:
     name = _NAME.match(text)
     if name is None:
         raise ProviderError(f"the model's reply is not JSON: {text[:200]!r}", body=text)
@@ -278,7 +182,7 @@ def _parse_partial(text: str, call_id: str | None) -> Message:
         return Message.assistant(AnswerStream().feed(text))
     args = _ARGS.search(text, name.end())
     raw = text[args.end() :] if args else ""
-    return Message.assistant("", [ToolCall(call_id or new_call_id(), name.group(1), raw)])
+    return Message.assistant("", [ToolCall(_call_id(call_id, n), name.group(1), raw)])
 
 
 class AnswerStream:
@@ -356,15 +260,25 @@ def repeats_a_call(context: Context, reply: Message) -> bool:
     """True if ``reply`` makes a call (same tool, same arguments) already made in this task.
 
     Small models that lose the thread tend to go round in circles: the same
-    call again, or two calls in turn. Either way the answer is already in the
-    notebook, so the guard asks for ``final_answer`` instead.
+    call again, or two calls in turn. Either way that result is already in the
+    notebook.
     """
+    return len(fresh_calls(context, reply)) < len(reply.tool_calls)
+
+
+def fresh_calls(context: Context, reply: Message) -> tuple[ToolCall, ...]:
+    """The calls of ``reply`` not made before in this task (nor earlier in the same reply)."""
     made: set[tuple[str, Any]] = set()
     for m in reversed(context.messages):
         if m.role == "user":
             break
         made.update(_key(c) for c in m.tool_calls)
-    return any(_key(c) in made for c in reply.tool_calls)
+    fresh = []
+    for c in reply.tool_calls:
+        if _key(c) not in made:
+            made.add(_key(c))
+            fresh.append(c)
+    return tuple(fresh)
 
 
 def _key(call: ToolCall) -> tuple[str, Any]:
@@ -377,21 +291,37 @@ def _key(call: ToolCall) -> tuple[str, Any]:
 Turn = Generator[dict[str, Any], Completion, Message]
 
 
-def turn(context: Context, tools: Sequence[Tool], *, max_tool_calls: int = 6) -> Turn:
+def turn(context: Context, tools: Sequence[Tool], *, max_tool_calls: int = 6, decide_first: bool = False) -> Turn:
     """One decision under the protocol: yields request bodies, receives Completions.
 
-    Asks once; if the model repeats a call it already made for this task, or
-    the task has used ``max_tool_calls`` calls already, asks (again) allowing
-    only ``final_answer``. The returned Message carries the usage of every request.
+    Asks once, for a list of calls or the answer. Calls the model already made
+    for this task are dropped, and so are calls past ``max_tool_calls`` for the
+    task; if no call is left, or the budget was spent already, it asks (again)
+    allowing only ``final_answer``. With ``decide_first``, a short request
+    first asks which tool fits (:func:`~tether.providers._prompt.decision_request`):
+    ``"none"`` allows only the answer, a tool's name only calls. The returned
+    Message carries the usage of every request.
     """
-    final_only = bool(tools) and calls_this_task(context) >= max_tool_calls
-    done = yield request(context, tools, final_only=final_only)
-    usage = done.usage
+    left = max_tool_calls - calls_this_task(context)
+    final_only = bool(tools) and left <= 0
+    calls_only = False
+    usage = Usage()
+    if decide_first and tools and not final_only:
+        decided = yield decision_request(context, tools)
+        usage += decided.usage
+        calls_only = tool_fits(decided.text)
+        final_only = not calls_only
+    done = yield request(context, tools, final_only=final_only, calls_only=calls_only)
+    usage += done.usage
     reply = _reply(done, tools)
-    if not final_only and repeats_a_call(context, reply):
-        done = yield request(context, tools, final_only=True)
-        usage += done.usage
-        reply = _reply(done, tools)
+    if not final_only and reply.tool_calls:
+        fresh = fresh_calls(context, reply)
+        if not fresh:
+            done = yield request(context, tools, final_only=True)
+            usage += done.usage
+            reply = _reply(done, tools)
+        else:
+            reply = Message.assistant("", fresh[:left])
     return Message("assistant", reply.content, reply.tool_calls, usage=usage)
 
 
@@ -470,6 +400,7 @@ class ConstrainedOpenAI(OpenAICompatible):
         temperature: float | None = 0.0,
         max_tokens: int | None = 512,
         max_tool_calls: int = 6,
+        decide_first: bool = False,
         stream: bool = False,
         **options: Any,
     ) -> None:
@@ -477,6 +408,7 @@ class ConstrainedOpenAI(OpenAICompatible):
             model, base_url=base_url, temperature=temperature, max_tokens=max_tokens, stream=stream, **options
         )
         self.max_tool_calls = max_tool_calls
+        self.decide_first = decide_first
 
     def body(self, context: Context, tools: Sequence[Tool]) -> bytes:
         payload = self.sampling()
@@ -504,7 +436,7 @@ class ConstrainedOpenAI(OpenAICompatible):
                 else:
                     yield piece
 
-        flow = turn(context, tools, max_tool_calls=self.max_tool_calls)
+        flow = turn(context, tools, max_tool_calls=self.max_tool_calls, decide_first=self.decide_first)
         async for piece in drive_stream(flow, send, tools=tools):
             yield piece
 

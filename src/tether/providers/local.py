@@ -39,6 +39,8 @@ from ..tools import Tool
 from ._weights import gguf_path
 from .constrained import Completion, completion_of, drive, drive_stream, turn
 
+import os as _os
+DECIDE_FIRST = _os.environ.get("TP_DECIDE", "1") == "1"  # MEASURING
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"  # why: docs/local_model.md ("Which model")
 INSTALL = install_hint("local")
 
@@ -67,6 +69,7 @@ class LocalModel:
         max_tokens: int = 512,
         seed: int = 0,
         max_tool_calls: int = 6,
+        decide_first: bool = DECIDE_FIRST,
     ) -> None:
         if threads < 1:
             raise UserError(f"threads must be at least 1, got {threads!r}")
@@ -77,17 +80,18 @@ class LocalModel:
         self.context_size = context_size
         self.sampling: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
         self.max_tool_calls = max_tool_calls
+        self.decide_first = decide_first
 
     # -- the Policy --------------------------------------------------------
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
         """The next move: one tool call or a final answer."""
-        flow = turn(context, tools, max_tool_calls=self.max_tool_calls)
+        flow = turn(context, tools, max_tool_calls=self.max_tool_calls, decide_first=self.decide_first)
         return await drive(flow, self._complete)
 
     async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
         """Like :meth:`decide`, streaming the answer text (never a tool call's JSON)."""
-        flow = turn(context, tools, max_tool_calls=self.max_tool_calls)
+        flow = turn(context, tools, max_tool_calls=self.max_tool_calls, decide_first=self.decide_first)
         async for piece in drive_stream(flow, self._stream_one, tools=tools):
             yield piece
 
