@@ -446,7 +446,7 @@ async def _no_sleep(delay: float) -> None:
 
 async def test_an_agent_run_over_http_sends_json_schema_instead_of_tools(server: FakeServer) -> None:
     server.push(reply(call("add", {"a": 2, "b": 3})), reply(final("2 + 3 = 5")))
-    model = ConstrainedOpenAI("qwen", base_url=server.openai_url, api_key="k")
+    model = ConstrainedOpenAI("qwen", base_url=server.openai_url, api_key="k", decide_first=False)
     result = await Agent(model, [add]).run("2+3?")
     await model.aclose()
     assert result.output == "2 + 3 = 5"
@@ -464,7 +464,7 @@ async def test_an_agent_run_over_http_sends_json_schema_instead_of_tools(server:
 
 async def test_streaming_over_http_shows_only_the_answer_text(server: FakeServer) -> None:
     server.push(reply(call("add", {"a": 2, "b": 3}), chunk=3), reply(final("It is 5."), chunk=3))
-    model = ConstrainedOpenAI("qwen", base_url=server.openai_url, stream=True)
+    model = ConstrainedOpenAI("qwen", base_url=server.openai_url, stream=True, decide_first=False)
     tokens = [ev.text async for ev in Agent(model, [add]).stream("2+3?") if ev.kind == "token"]
     await model.aclose()
     assert "".join(tokens) == "It is 5."
@@ -472,9 +472,21 @@ async def test_streaming_over_http_shows_only_the_answer_text(server: FakeServer
     assert all(r.streaming for r in server.requests)
 
 
+async def test_over_http_the_model_first_decides_whether_a_tool_fits(server: FakeServer) -> None:
+    server.push(reply('{"tool": "none"}'), reply(final("Shakespeare wrote it.")))
+    model = ConstrainedOpenAI("qwen", base_url=server.openai_url)
+    result = await Agent(model, [add]).run("Who wrote Hamlet?")
+    await model.aclose()
+    assert result.output == "Shakespeare wrote it." and result.usage.requests == 2
+    first, second = (r.json() for r in server.requests)
+    assert first["response_format"]["json_schema"]["name"] == "decision"
+    assert offered(second["response_format"]["json_schema"]["schema"]) == ["final_answer"]
+    server.assert_consumed()
+
+
 async def test_transient_server_errors_are_retried(server: FakeServer) -> None:
     server.push(Reply.error(503), reply(final("ok")))
-    model = ConstrainedOpenAI(base_url=server.openai_url, sleep=_no_sleep)
+    model = ConstrainedOpenAI(base_url=server.openai_url, sleep=_no_sleep, decide_first=False)
     message = await model.decide(Context([Message.user("hi")]), [add])
     await model.aclose()
     assert message.content == "ok"
@@ -484,7 +496,7 @@ async def test_transient_server_errors_are_retried(server: FakeServer) -> None:
 
 async def test_a_bad_request_is_a_provider_error(server: FakeServer) -> None:
     server.push(Reply.error(400, "json_schema not supported"))
-    model = ConstrainedOpenAI(base_url=server.openai_url)
+    model = ConstrainedOpenAI(base_url=server.openai_url, decide_first=False)
     with pytest.raises(ProviderError, match="json_schema not supported") as err:
         await model.decide(Context([Message.user("hi")]), [add])
     await model.aclose()
@@ -494,7 +506,7 @@ async def test_a_bad_request_is_a_provider_error(server: FakeServer) -> None:
 async def test_no_key_is_taken_from_the_environment(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-local-servers")
     server.push(reply(final("ok")))
-    model = ConstrainedOpenAI(base_url=server.openai_url)
+    model = ConstrainedOpenAI(base_url=server.openai_url, decide_first=False)
     await model.decide(Context([Message.user("hi")]), [add])
     await model.aclose()
     assert "authorization" not in server.requests[0].headers

@@ -313,15 +313,20 @@ def request(
     *,
     final_only: bool = False,
     calls_only: bool = False,
+    only: Sequence[Tool] | None = None,
     max_calls: int = MAX_CALLS_PER_REPLY,
 ) -> dict[str, Any]:
     """The messages and ``response_format`` of one constrained request.
 
+    ``only`` narrows the calls the schema allows to those tools (the prompt
+    still shows every tool, so it stays a prefix of the next request).
     Without tools there is nothing to choose: a plain chat request.
     """
     if not tools:
         return {"messages": [m.to_openai() for m in context]}
     schema = choice_schema(tools, final_only=final_only, calls_only=calls_only, max_calls=max_calls)
+    if only is not None:
+        schema = choice_schema(only, calls_only=True, max_calls=max_calls)
     return {
         "messages": render(context, tools, final_only=final_only),
         "response_format": {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}},
@@ -332,8 +337,8 @@ def request(
 
 NO_TOOL = "none"
 DECIDE = (
-    'Which tool is made for this? Reply {"tool": <its name>}, or {"tool": "none"} when no tool '
-    "is about it or the results above already answer it."
+    'Which tool does what the user asks? Reply {"tool": <its name>}, or {"tool": "none"} when no '
+    "tool does it (then you answer yourself) or the results above already answer it."
 )
 
 
@@ -358,13 +363,51 @@ def decision_request(context: Context, tools: Sequence[Tool]) -> dict[str, Any]:
     }
 
 
-def tool_fits(text: str) -> bool:
-    """Whether the reply to :func:`decision_request` names a tool (anything unreadable counts as yes).
+VERIFY = 'Can this tool give what the question asks for? {tool} Reply {{"answer": "yes"}} or {{"answer": "no"}}.'
 
-    >>> tool_fits('{"tool": "none"}'), tool_fits('{"tool": "add"}')
+
+def verify_request(context: Context, tools: Sequence[Tool], chosen: Tool) -> dict[str, Any]:
+    """A second short request: does ``chosen`` really give what the question asks? (yes or no).
+
+    Asked about one named tool, the 1.5B tells a stock price tool from a
+    history question; asked to pick among all tools, it picks one anyway.
+    """
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"enum": ["yes", "no"]}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    messages = render(context, tools)
+    _append_user(messages, VERIFY.format(tool=tool_line(chosen)))
+    return {
+        "messages": messages,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema}},
+    }
+
+
+def confirmed(text: str) -> bool:
+    """Whether the reply to :func:`verify_request` says yes (anything unreadable counts as yes).
+
+    >>> confirmed('{"answer": "no"}'), confirmed('{"answer": "yes"}')
     (False, True)
     """
     try:
-        return bool(json.loads(text).get("tool") != NO_TOOL)
+        return bool(json.loads(text).get("answer") != "no")
     except (ValueError, AttributeError):
         return True
+
+
+def decided(text: str) -> str | None:
+    """The tool the reply to :func:`decision_request` names; None when no tool fits.
+
+    Anything unreadable counts as "a tool fits, any of them" (``""``).
+
+    >>> decided('{"tool": "none"}'), decided('{"tool": "add"}'), decided("?")
+    (None, 'add', '')
+    """
+    try:
+        name = json.loads(text).get("tool")
+    except (ValueError, AttributeError):
+        return ""
+    return None if name == NO_TOOL else str(name or "")

@@ -25,7 +25,8 @@ backend that can decode under a JSON Schema can use it:
 Rendering is deterministic, so each request is a prefix of the next and the
 server's prompt cache hits.
 
->>> [c.name for c in parse_reply('[{"name": "add", "arguments": {"a": 1}}, {"name": "neg", "arguments": {"a": 1}}]').tool_calls]
+>>> two = '[{"name": "add", "arguments": {"a": 1}}, {"name": "neg", "arguments": {"a": 1}}]'
+>>> [c.name for c in parse_reply(two).tool_calls]
 ['add', 'neg']
 >>> parse_reply('{"name": "final_answer", "arguments": {"text": "3"}}').content
 '3'
@@ -57,13 +58,15 @@ from ._prompt import (
     calls_text,
     check_tools,
     choice_schema,
+    confirmed,
+    decided,
     decision_request,
     offered,
     render,
     request,
     system_prompt,
-    tool_fits,
     tool_line,
+    verify_request,
 )
 from .openai_compat import OpenAICompatible
 
@@ -157,7 +160,9 @@ def _parse_partial(text: str, call_id: str | None) -> Message:
             break
         if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"] != FINAL_ANSWER:
             args = item.get("arguments")
-            calls.append(ToolCall.of(item["name"], args if isinstance(args, dict) else {}, id=_call_id(call_id, len(calls))))
+            calls.append(
+                ToolCall.of(item["name"], args if isinstance(args, dict) else {}, id=_call_id(call_id, len(calls)))
+            )
         at = end
     rest = text[at:]
     if _NAME.match(rest):
@@ -281,6 +286,39 @@ def fresh_calls(context: Context, reply: Message) -> tuple[ToolCall, ...]:
     return tuple(fresh)
 
 
+def grounded(context: Context, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+    """The first call, and each further call whose argument values all appear in the task's notes.
+
+    A small model asked for a list sometimes pads it with calls nobody asked
+    for (``get_weather("Berlin")`` after the two cities the user named); a
+    value that is in neither the user's words nor a result since is such a pad.
+    """
+    seen = " ".join(m.content for m in _since_user(context)).casefold()
+    return tuple(c for n, c in enumerate(calls) if n == 0 or all(v in seen for v in _values(c)))
+
+
+def _since_user(context: Context) -> list[Message]:
+    out: list[Message] = []
+    for m in reversed(context.messages):
+        out.append(m)
+        if m.role == "user":
+            break
+    return out
+
+
+def _values(call: ToolCall) -> list[str]:
+    try:
+        args = json.loads(call.arguments)
+    except ValueError:
+        return []
+    values = args.values() if isinstance(args, dict) else []
+    return [_number_text(v).casefold() for v in values if isinstance(v, str | int | float) and not isinstance(v, bool)]
+
+
+def _number_text(v: str | int | float) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
 def _key(call: ToolCall) -> tuple[str, Any]:
     try:
         return call.name, json.dumps(json.loads(call.arguments), sort_keys=True)
@@ -291,7 +329,15 @@ def _key(call: ToolCall) -> tuple[str, Any]:
 Turn = Generator[dict[str, Any], Completion, Message]
 
 
-def turn(context: Context, tools: Sequence[Tool], *, max_tool_calls: int = 6, decide_first: bool = False) -> Turn:
+def turn(
+    context: Context,
+    tools: Sequence[Tool],
+    *,
+    max_tool_calls: int = 6,
+    decide_first: bool = False,
+    verify: bool = False,
+    narrow: bool = False,
+) -> Turn:
     """One decision under the protocol: yields request bodies, receives Completions.
 
     Asks once, for a list of calls or the answer. Calls the model already made
@@ -299,19 +345,29 @@ def turn(context: Context, tools: Sequence[Tool], *, max_tool_calls: int = 6, de
     task; if no call is left, or the budget was spent already, it asks (again)
     allowing only ``final_answer``. With ``decide_first``, a short request
     first asks which tool fits (:func:`~tether.providers._prompt.decision_request`):
-    ``"none"`` allows only the answer, a tool's name only calls. The returned
-    Message carries the usage of every request.
+    ``"none"`` allows only the answer, a tool's name only calls (with
+    ``narrow``, only calls of that tool: the 0.5B otherwise pads its list with
+    calls nobody asked for; with ``verify``, a second short request asks
+    whether the named tool really gives what the question asks, and a "no"
+    allows only the answer). The returned Message carries the usage of every request.
     """
     left = max_tool_calls - calls_this_task(context)
     final_only = bool(tools) and left <= 0
-    calls_only = False
+    calls_only, only = False, None
     usage = Usage()
     if decide_first and tools and not final_only:
-        decided = yield decision_request(context, tools)
-        usage += decided.usage
-        calls_only = tool_fits(decided.text)
-        final_only = not calls_only
-    done = yield request(context, tools, final_only=final_only, calls_only=calls_only)
+        answer = yield decision_request(context, tools)
+        usage += answer.usage
+        name = decided(answer.text)
+        chosen = next((t for t in tools if t.name == name), None)
+        if verify and chosen is not None:
+            verdict = yield verify_request(context, tools, chosen)
+            usage += verdict.usage
+            name = name if confirmed(verdict.text) else None
+        calls_only, final_only = name is not None, name is None
+        if narrow and name and chosen is not None:
+            only = [chosen]
+    done = yield request(context, tools, final_only=final_only, calls_only=calls_only, only=only)
     usage += done.usage
     reply = _reply(done, tools)
     if not final_only and reply.tool_calls:
@@ -321,7 +377,7 @@ def turn(context: Context, tools: Sequence[Tool], *, max_tool_calls: int = 6, de
             usage += done.usage
             reply = _reply(done, tools)
         else:
-            reply = Message.assistant("", fresh[:left])
+            reply = Message.assistant("", grounded(context, fresh)[:left])
     return Message("assistant", reply.content, reply.tool_calls, usage=usage)
 
 
@@ -385,6 +441,9 @@ class ConstrainedOpenAI(OpenAICompatible):
     :class:`~tether.providers.OpenAICompatible`'s; with ``stream=True`` only
     the text of a ``final_answer`` is streamed, never a tool call's JSON.
     No API key is read from the environment unless ``api_key_env`` names one.
+    ``decide_first``, ``verify`` and ``narrow`` are :func:`turn`'s; deciding
+    first costs one short request per step and is what makes a small model
+    answer without a tool (``decide_first=False`` sends one request per step).
 
     >>> policy = ConstrainedOpenAI("qwen", base_url="http://127.0.0.1:8080/v1")
     """
@@ -400,7 +459,9 @@ class ConstrainedOpenAI(OpenAICompatible):
         temperature: float | None = 0.0,
         max_tokens: int | None = 512,
         max_tool_calls: int = 6,
-        decide_first: bool = False,
+        decide_first: bool = True,
+        verify: bool = False,
+        narrow: bool = False,
         stream: bool = False,
         **options: Any,
     ) -> None:
@@ -408,7 +469,7 @@ class ConstrainedOpenAI(OpenAICompatible):
             model, base_url=base_url, temperature=temperature, max_tokens=max_tokens, stream=stream, **options
         )
         self.max_tool_calls = max_tool_calls
-        self.decide_first = decide_first
+        self.protocol = {"decide_first": decide_first, "verify": verify, "narrow": narrow}
 
     def body(self, context: Context, tools: Sequence[Tool]) -> bytes:
         payload = self.sampling()
@@ -436,7 +497,7 @@ class ConstrainedOpenAI(OpenAICompatible):
                 else:
                     yield piece
 
-        flow = turn(context, tools, max_tool_calls=self.max_tool_calls, decide_first=self.decide_first)
+        flow = turn(context, tools, max_tool_calls=self.max_tool_calls, **self.protocol)
         async for piece in drive_stream(flow, send, tools=tools):
             yield piece
 

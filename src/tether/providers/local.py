@@ -37,10 +37,17 @@ from ..exceptions import ProviderError, UserError, install_hint
 from ..messages import Message, Usage
 from ..tools import Tool
 from ._weights import gguf_path
-from .constrained import Completion, completion_of, drive, drive_stream, turn
+from .constrained import Completion, Turn, completion_of, drive, drive_stream, turn
 
-import os as _os
-DECIDE_FIRST = _os.environ.get("TP_DECIDE", "1") == "1"  # MEASURING
+# How each known model takes the protocol's decision, by the numbers (docs/local_model.md):
+# both decide first whether a tool fits; the 1.5B then confirms the tool it named (it
+# tells a stock tool from a history question when asked about that one tool, and says
+# "no" to nothing it needs); the 0.5B says "no" to everything when asked that, so it
+# skips the check, and its list is narrowed to the tool it named (else it pads the list).
+PROFILES: dict[str, dict[str, bool]] = {
+    "qwen2.5-coder-1.5b": {"verify": True, "narrow": False},
+    "qwen2.5-coder-0.5b": {"verify": False, "narrow": True},
+}
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"  # why: docs/local_model.md ("Which model")
 INSTALL = install_hint("local")
 
@@ -69,7 +76,9 @@ class LocalModel:
         max_tokens: int = 512,
         seed: int = 0,
         max_tool_calls: int = 6,
-        decide_first: bool = DECIDE_FIRST,
+        decide_first: bool = True,
+        verify: bool | None = None,
+        narrow: bool | None = None,
     ) -> None:
         if threads < 1:
             raise UserError(f"threads must be at least 1, got {threads!r}")
@@ -80,20 +89,27 @@ class LocalModel:
         self.context_size = context_size
         self.sampling: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
         self.max_tool_calls = max_tool_calls
+        profile = PROFILES.get(self.model) or PROFILES.get(Path(self.model).stem) or PROFILES[DEFAULT_MODEL]
         self.decide_first = decide_first
+        self.verify = profile["verify"] if verify is None else verify
+        self.narrow = profile["narrow"] if narrow is None else narrow
 
     # -- the Policy --------------------------------------------------------
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
         """The next move: one tool call or a final answer."""
-        flow = turn(context, tools, max_tool_calls=self.max_tool_calls, decide_first=self.decide_first)
+        flow = self._turn(context, tools)
         return await drive(flow, self._complete)
 
     async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
         """Like :meth:`decide`, streaming the answer text (never a tool call's JSON)."""
-        flow = turn(context, tools, max_tool_calls=self.max_tool_calls, decide_first=self.decide_first)
+        flow = self._turn(context, tools)
         async for piece in drive_stream(flow, self._stream_one, tools=tools):
             yield piece
+
+    def _turn(self, context: Context, tools: Sequence[Tool]) -> Turn:
+        options = {"decide_first": self.decide_first, "verify": self.verify, "narrow": self.narrow}
+        return turn(context, tools, max_tool_calls=self.max_tool_calls, **options)
 
     # -- talking to the binding ------------------------------------------------
 
