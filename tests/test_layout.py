@@ -24,6 +24,7 @@ CORE = {
     "children",
     "context",
     "cost",
+    "docstrings",
     "events",
     "exceptions",
     "handoffs",
@@ -157,7 +158,7 @@ def test_there_is_no_import_cycle() -> None:
 
 def test_the_core_imports_in_the_order_of_its_data_flow() -> None:
     order = [
-        "strictjson", "messages", "cost", "context", "tools", "policy", "pending", "state", "events", "journal",
+        "strictjson", "messages", "cost", "context", "docstrings", "tools", "policy", "pending", "state", "events", "journal",
         "leases", "store", "turn", "calls", "settings", "children", "budgets", "resuming", "run", "result", "handoffs", "agent",
     ]  # fmt: skip
     edges = graph()
