@@ -65,7 +65,7 @@ from .messages import Message, ToolCall
 from .policy import Policy, ask
 from .state import RunState, args_hash
 from .store import Lease, RunStore
-from .tools import ArgumentsInvalid, Invocation, Tool, ToolTimedOut, result_text
+from .tools import ArgumentsInvalid, Invocation, Tool, ToolTimedOut, result_content
 from .turn import Execute, Note, Step, Wait, plan
 
 __all__ = ["Input", "Observer", "Parent", "Run", "Settings", "Watcher"]
@@ -203,7 +203,7 @@ class Run:
                 return
             yield await self.commit(ModelReplied(reply))
             if not reply.tool_calls:
-                yield await self.commit(Finished(reply.content, self.journal.usage))
+                yield await self.commit(Finished(reply.text, self.journal.usage))
                 return
             async for ev in self._act():
                 yield ev
@@ -590,7 +590,7 @@ class Run:
             else:
                 async with budget:
                     value = await tool.invoke(step.args, invocation)
-            text = result_text(value)
+            text = result_content(value, step.prefix)
         except ToolTimedOut as exc:
             text, error = f"{exc}{unknown}", "timeout"
         except TimeoutError as exc:
@@ -600,7 +600,9 @@ class Run:
                 text, error = f"tool {tool.name!r} was stopped: the run's time budget ran out{unknown}", "timeout"
         except Exception as exc:
             text, error = f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", "raised"
-        result = Message.tool_result(call.id, step.prefix + text, name=tool.name, is_error=error is not None)
+        if error is not None:
+            text = step.prefix + text
+        result = Message.tool_result(call.id, text, name=tool.name, is_error=error is not None)
         return await self.commit(ToolFinished(result, error))
 
     # -- runs inside runs --------------------------------------------------
@@ -688,7 +690,7 @@ class Run:
         if state.status == "finished":
             answer = _child_answer(state)
             return ToolFinished(dataclasses.replace(Message.tool_result(call.id, answer, name=call.name), usage=usage))
-        said = f": {last.content}" if last is not None and last.role == "assistant" and last.content else ""
+        said = f": {last.text}" if last is not None and last.role == "assistant" and last.content else ""
         text = f"sub-agent {name!r} ended {state.status} before it finished{said}"
         note = Message.tool_result(call.id, text, name=call.name, is_error=True)
         return ToolFinished(dataclasses.replace(note, usage=usage), "stopped")
@@ -743,7 +745,7 @@ class Run:
         """A final answer or terminal tool result already in the notebook (then the run is done)."""
         last = self.journal.context.last()
         if last is not None and last.role == "assistant" and not last.tool_calls:
-            return last.content
+            return last.text
         return self._terminal_output()
 
     def _terminal_output(self) -> str | None:
@@ -751,7 +753,7 @@ class Run:
         for call, res in self._turn_results():
             tool = self.agent.tools.get(call.name)
             if tool is not None and tool.terminal and res is not None and not res.is_error:
-                return res.content
+                return res.text
         return None
 
     def _turn_results(self) -> list[tuple[ToolCall, Message | None]]:
@@ -840,7 +842,7 @@ _REASONS: dict[str, PauseReason] = {
 def _child_answer(state: RunState) -> str:
     """A finished child's answer: its last assistant note, or the result of its terminal tool."""
     last = state.messages[-1] if state.messages else None
-    return last.content if last is not None else ""
+    return last.text if last is not None else ""
 
 
 class _CancelRequested(Exception):

@@ -308,7 +308,7 @@ def decided(events: Sequence[Event]) -> bool:
 def first_task(events: Sequence[Event]) -> str:
     for ev in events:
         if isinstance(ev, RunStarted):
-            users = [m.content for m in ev.messages if m.role == "user"]
+            users = [m.text for m in ev.messages if m.role == "user"]
             if users:
                 return users[-1]
     return ""
