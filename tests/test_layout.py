@@ -27,6 +27,7 @@ CORE = {
     "parts",
     "policy",
     "run",
+    "session",
     "state",
     "store",
     "tools",
@@ -146,7 +147,7 @@ def test_there_is_no_import_cycle() -> None:
 
 
 def test_the_core_imports_in_the_order_of_its_data_flow() -> None:
-    order = ["parts", "messages", "cost", "context", "tools", "policy", "state", "events", "journal", "store", "turn", "run", "agent"]  # fmt: skip
+    order = ["parts", "messages", "cost", "context", "tools", "policy", "state", "events", "journal", "store", "session", "turn", "run", "agent"]  # fmt: skip
     edges = graph()
     for i, name in enumerate(order):
         later = {f"tether.{m}" for m in order[i + 1 :]}

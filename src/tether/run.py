@@ -63,6 +63,7 @@ from .exceptions import (
 from .journal import Journal, state_of
 from .messages import Message, ToolCall
 from .policy import Policy, ask
+from .session import continue_session
 from .state import RunState, args_hash
 from .store import Lease, RunStore
 from .tools import ArgumentsInvalid, Invocation, Tool, ToolTimedOut, result_content
@@ -130,7 +131,11 @@ class Run:
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
         parent: Parent | None = None,
+        session: str | None = None,
     ) -> None:
+        if session is not None and (input is None or isinstance(input, RunState)):
+            raise UserError("session= starts a new run of the session: give a task (resume a run by its id or state)")
+        self.session = session
         self.agent = agent  # the agent driving the run now (a handoff changes it)
         self.root = agent
         self.fingerprint = agent.fingerprint
@@ -236,6 +241,9 @@ class Run:
     async def _new(self, input: Input) -> RunStarted:
         if input is None:
             raise UserError("give the agent a task (a string or Message), a RunState, or a run_id")
+        if self.session is not None:  # the notebook the session's last run left
+            self.prior, labels = await continue_session(self.store, self.session, self.agent.compactor, self.prior)
+            self.meta = {**self.meta, **labels}
         notes = list(self.prior or ())
         if not notes and self.agent.instructions:
             notes.append(Message.system(self.agent.instructions))
