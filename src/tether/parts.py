@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import mimetypes
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +138,8 @@ class Image(_Binary):
     @classmethod
     def from_path(cls, path: str | Path, media_type: str | None = None) -> Image:
         """Read an image file; its media type from its first bytes or its name unless given."""
+        import mimetypes
+
         data = Path(path).read_bytes()
         return cls(data, media_type or _sniff(data) or mimetypes.guess_type(str(path))[0] or "")
 
@@ -173,6 +174,8 @@ class File(_Binary):
     @classmethod
     def from_path(cls, path: str | Path, media_type: str | None = None) -> File:
         """Read a file; its media type from its name unless given."""
+        import mimetypes
+
         p = Path(path)
         found = media_type or mimetypes.guess_type(p.name)[0] or "application/octet-stream"
         return cls(p.read_bytes(), found, p.name)

@@ -246,6 +246,10 @@ class PostgresStore:
                 else:
                     yield conn
             except pg.errors.UniqueViolation as exc:
+                if getattr(exc.diag, "constraint_name", None) == "runs_by_session":  # two starters, one session
+                    raise LeaseConflict(
+                        f"run {run_id!r} continues a session another process moved on meanwhile: start again"
+                    ) from exc
                 # Backs up the seq check: another writer inserted the same (run_id, seq) first.
                 raise LeaseConflict(
                     f"run {run_id!r} already has an event after #{expected}: another worker advanced it"
