@@ -449,9 +449,11 @@ def result_content(value: Any, prefix: str = "") -> str | tuple[Part, ...]:
     >>> result_content(["the page:", Image(url="https://example.com/p.png")])[1].url
     'https://example.com/p.png'
     """
+    if type(value) is str:  # the common case, first
+        return prefix + value
     if isinstance(value, PART_TYPES):
         value = [value]
-    if isinstance(value, list | tuple) and value and any(isinstance(v, PART_TYPES) for v in value):
+    if isinstance(value, (list, tuple)) and any(isinstance(v, PART_TYPES) for v in value):
         pieces = [v if isinstance(v, PART_TYPES) else Text(result_text(v)) for v in value]
         return tuple([Text(prefix), *pieces] if prefix else pieces)
     return prefix + result_text(value)

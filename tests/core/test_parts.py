@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from pathlib import Path
@@ -11,23 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from support import parts
 from tether import Action, Agent, Context, Message, RunState, ToolCall, UserError, tool
 from tether.events import ToolFinished
 from tether.journal import replay
-from tether.parts import MAX_PART_BYTES, File, Image, Text, part_from_dict
+from tether.parts import MAX_PART_BYTES, Image, Text, part_from_dict
 from tether.providers import LocalModel
 from tether.providers.constrained import ConstrainedOpenAI
 from tether.stores.sqlite import SQLiteStore
 from tether.testing import ScriptedModel
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
-
-images = st.builds(Image, st.binary(max_size=64), st.sampled_from(sorted(("image/png", "image/jpeg", "image/webp"))))
-files = st.builds(
-    File, st.binary(max_size=64), st.sampled_from(("application/pdf", "text/plain")), st.text(max_size=20)
-)
-links = st.builds(lambda n: Image(url=f"https://example.com/{n}.png"), st.integers(0, 99))
-parts = st.lists(st.one_of(st.builds(Text, st.text(max_size=30)), images, files, links), min_size=1, max_size=5)
 
 
 @settings(max_examples=200, deadline=None)
@@ -105,10 +100,8 @@ def test_a_tool_returns_a_screenshot_and_the_notebook_keeps_it(tmp_path: Path) -
     note = result.context[2]
     assert note.role == "tool" and note.content == (Text("home rendered:"), Image(PNG, "image/png"))
     assert model.requests[1][2] == note  # the brain was given the image
-    import asyncio
-
     stored = asyncio.run(store.load("r1"))
-    assert [e for e in stored if isinstance(e, ToolFinished)][0].result == note
+    assert next(e for e in stored if isinstance(e, ToolFinished)).result == note
     assert replay(stored) == result.context
     store.close()
 
@@ -135,8 +128,6 @@ def test_a_constrained_brain_refuses_a_tool_image_without_making_a_request() -> 
     ctx = Context([Message.user("go"), Message.assistant("", [ToolCall.of("snap", id="c1")])])
     ctx = ctx.add(Message.tool_result("c1", (Image(PNG, "image/png"),), name="snap"))
     with pytest.raises(UserError, match="note 2 \\(tool\\) holds Image"):
-        import asyncio
-
         asyncio.run(brain.decide(ctx, [snap]))
     assert sent == []
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 
 import pytest
 
+from support import parts
 from tether import Action, Agent, Message, StoreError, tool
 from tether.events import Paused, ToolFinished
 from tether.journal import Journal
@@ -89,8 +91,6 @@ def test_a_stored_part_whose_bytes_were_changed_is_refused_on_load(tmp_path) -> 
     with sqlite3.connect(tmp_path / "runs.db") as conn:
         assert conn.execute("SELECT count(*) FROM blobs").fetchone() == (1,)
         conn.execute("UPDATE blobs SET data = ?", (b"\x89PNG\r\n\x1a\nforged",))
-    import asyncio
-
     with pytest.raises(StoreError, match="do not match their digest"):
         asyncio.run(store.load("r1"))
     store.close()
@@ -102,4 +102,25 @@ async def test_deleting_a_run_deletes_its_parts(tmp_path) -> None:
     await store.delete("r1")
     with sqlite3.connect(tmp_path / "runs.db") as conn:
         assert conn.execute("SELECT count(*) FROM blobs").fetchone() == (0,)
+    store.close()
+
+
+def test_any_notes_with_parts_come_back_from_sqlite_exactly(tmp_path) -> None:
+    import uuid
+
+    from hypothesis import given, settings
+
+    from tether.events import Compacted, RunStarted
+
+    store = SQLiteStore(tmp_path / "runs.db")
+
+    @settings(max_examples=60, deadline=None)
+    @given(parts, parts)
+    def round_trip(first, later) -> None:
+        run_id = uuid.uuid4().hex
+        events = [RunStarted(run_id, (Message.user(*first),)), Compacted((Message.user(*later), Message.user(*first)))]
+        asyncio.run(store.append(run_id, events, expected_seq=0))
+        assert asyncio.run(store.load(run_id)) == events
+
+    round_trip()
     store.close()

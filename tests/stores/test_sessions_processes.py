@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -34,8 +35,6 @@ def _three_processes(url: str) -> None:
 def test_a_session_goes_on_across_three_processes_on_sqlite(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     _three_processes(url)
-    import asyncio
-
     from tether.stores.sqlite import SQLiteStore
 
     store = SQLiteStore(tmp_path / "runs.db")
@@ -50,8 +49,6 @@ async def test_a_session_goes_on_across_three_processes_on_postgres() -> None:
     schema = f"tether_test_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in PG_DSN else "?"
     try:
-        import asyncio
-
         await asyncio.to_thread(_three_processes, f"{PG_DSN}{sep}schema={schema}")
         from tether.stores.postgres import PostgresStore
 
