@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tether import Action, Agent, FunctionPolicy, LeaseConflict, StateError, UserError, tool
@@ -109,3 +111,18 @@ async def test_a_session_needs_a_store_and_a_new_task(backend: Backend) -> None:
     store = await backend.open()
     with pytest.raises(UserError, match="session= starts a new run"):
         await Agent(FunctionPolicy(_echo), store=store).run(run_id="r1", session="s")
+
+
+async def test_of_two_runs_starting_at_once_in_one_session_exactly_one_is_written(backend: Backend) -> None:
+    store = await backend.open()
+    first = await Agent(FunctionPolicy(_echo), store=store).run("hi", session="s")
+    a, b = await backend.open(), await backend.open()  # two workers, each with its own connection
+    racing = [
+        s.append(rid, [RunStarted(rid, (), meta={"session": "s", "continues": first.run_id})], expected_seq=0)
+        for s, rid in ((a, "left"), (b, "right"))
+    ]
+    outcomes = await asyncio.gather(*racing, return_exceptions=True)
+    assert sorted(type(o).__name__ for o in outcomes) == ["LeaseConflict", "int"]
+    (info,) = await store.sessions("s")
+    assert info.runs == 2 and info.last_run in ("left", "right")
+    assert [await store.get(r) is not None for r in ("left", "right")].count(True) == 1
