@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
 from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
 
-from .parts import PART_TYPES, Part, Text
-
 if TYPE_CHECKING:
     import pydantic
 
@@ -437,26 +435,6 @@ def _indent_of(lines: list[str], name: str) -> int:
         if re.match(rf"\s*\*{{0,2}}{re.escape(name)}\s*(\([^)]*\))?\s*:", raw):
             return len(raw) - len(raw.lstrip())
     return 0
-
-
-def result_content(value: Any, prefix: str = "") -> str | tuple[Part, ...]:
-    """How a tool's return value is written into the notebook: text, or parts when it returned any.
-
-    A tool may return an :class:`~tether.parts.Image` or :class:`~tether.parts.File`
-    (a screenshot), or a list mixing strings and parts.
-
-    >>> from tether.parts import Image
-    >>> result_content(["the page:", Image(url="https://example.com/p.png")])[1].url
-    'https://example.com/p.png'
-    """
-    if type(value) is str:  # the common case, first
-        return prefix + value
-    if isinstance(value, PART_TYPES):
-        value = [value]
-    if isinstance(value, (list, tuple)) and any(isinstance(v, PART_TYPES) for v in value):
-        pieces = [v if isinstance(v, PART_TYPES) else Text(result_text(v)) for v in value]
-        return tuple([Text(prefix), *pieces] if prefix else pieces)
-    return prefix + result_text(value)
 
 
 def result_text(value: Any) -> str:
