@@ -63,6 +63,9 @@ async def run_call(step: Execute, run_id: str, deadline: float | None) -> ToolFi
     return ToolFinished(result, error)
 
 
+_PART_CLASSES = frozenset(PART_TYPES)
+
+
 def result_content(value: Any, prefix: str = "") -> str | tuple[Part, ...]:
     """How a tool's return value is written into the notebook: text, or parts when it returned any.
 
@@ -73,11 +76,14 @@ def result_content(value: Any, prefix: str = "") -> str | tuple[Part, ...]:
     >>> result_content(["the page:", Image(url="https://example.com/p.png")])[1].url
     'https://example.com/p.png'
     """
-    if type(value) is str:  # the common case, first
+    kind = type(value)
+    if kind is str:  # the common cases first: the loop pays for this on every call
         return prefix + value
-    if isinstance(value, PART_TYPES):
+    if kind in _PART_CLASSES:
         value = [value]
-    if isinstance(value, (list, tuple)) and any(isinstance(v, PART_TYPES) for v in value):
+    elif kind is not list and kind is not tuple:
+        return prefix + result_text(value)
+    if any(isinstance(v, PART_TYPES) for v in value):
         pieces = [v if isinstance(v, PART_TYPES) else Text(result_text(v)) for v in value]
         return tuple([Text(prefix), *pieces] if prefix else pieces)
     return prefix + result_text(value)
