@@ -205,6 +205,8 @@ class Workspace:
                     kind = _KINDS.get(stat.S_IFMT(st.st_mode), "other")
                     target = os.readlink(entry.name, dir_fd=fd) if kind == "link" else ""
                     entries.append(DirEntry(entry.name, kind, st.st_size, target))
+        except OSError as exc:  # an entry vanished or changed between listing and looking: say so
+            raise PathRefused(f"{path!r} changed while it was being listed ({exc.strerror}); nothing listed") from None
         finally:
             os.close(fd)
         return sorted(entries, key=lambda e: e.name)

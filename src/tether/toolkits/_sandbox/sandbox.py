@@ -100,7 +100,7 @@ class Sandbox:
         if not argv:
             raise UserError("Sandbox.run needs a non-empty argv")
         limits = limits or self.limits
-        usage = await asyncio.to_thread(scan, self.workspace)
+        usage = await asyncio.to_thread(scan, self.workspace, limits.disk_inodes)
         watch = DiskWatch(self.workspace, limits, usage)
         if reason := over_budget(usage, limits) or watch.low_space():
             sandboxed = not self.unsafe_no_sandbox
