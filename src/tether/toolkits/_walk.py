@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-__all__ = ["MAX_DEPTH", "Found", "WalkFailed", "retrying", "walk"]
+__all__ = ["MAX_DEPTH", "Found", "WalkFailed", "retrying", "shorten", "walk"]
 
 MAX_DEPTH = 200  # levels below the root; the walk holds one descriptor per level
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -87,7 +87,7 @@ def walk(
                 return
             rel, listed = child
             if rel.count("/") + 1 > max_depth:
-                raise WalkFailed(f"{_short(rel)!r} is nested deeper than {max_depth} levels")
+                raise WalkFailed(f"{shorten(rel)!r} is nested deeper than {max_depth} levels")
             levels.append(_Level(_open(levels[-1].fd, rel.rpartition("/")[2], rel, listed)))
     finally:
         for level in levels:
@@ -124,7 +124,7 @@ def _open(parent: int | None, name: str, rel: str, listed: os.stat_result | None
         now = os.fstat(fd)
         if (now.st_dev, now.st_ino) != (listed.st_dev, listed.st_ino):
             os.close(fd)
-            raise WalkFailed(f"{_short(rel)!r} was replaced while the workspace was being walked")
+            raise WalkFailed(f"{shorten(rel)!r} was replaced while the workspace was being walked")
     return fd
 
 
@@ -135,26 +135,32 @@ def _list(fd: int, rel: str, skip: Callable[[str], bool]) -> tuple[list[Found], 
     dirs: list[tuple[str, os.stat_result]] = []
     try:
         with os.scandir(fd) as it:
-            names = [entry.name for entry in it]
-        for name in names:
-            child = prefix + name
-            if skip(child):
-                continue
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            entries.append(Found(child, st))
-            if stat.S_ISDIR(st.st_mode):
-                dirs.append((child, st))
+            listed = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in it]
     except OSError as exc:
         raise WalkFailed(_why(rel or ".", exc)) from None
+    for name, was_dir in listed:
+        child = prefix + name
+        if skip(child):
+            continue
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError as exc:
+            raise WalkFailed(_why(child, exc)) from None
+        if stat.S_ISDIR(st.st_mode) != was_dir:  # swapped between the listing and this look
+            raise WalkFailed(f"{shorten(child)!r} was replaced while the workspace was being walked")
+        entries.append(Found(child, st))
+        if stat.S_ISDIR(st.st_mode):
+            dirs.append((child, st))
     return entries, dirs
 
 
-def _short(rel: str) -> str:
+def shorten(rel: str) -> str:
+    """``rel``, its middle cut out when it is long (for messages)."""
     return rel if len(rel) <= 120 else f"{rel[:60]}...{rel[-50:]}"
 
 
 def _why(rel: str, exc: OSError) -> str:
-    where = _short(rel)
+    where = shorten(rel)
     if exc.errno == errno.ENOENT:
         return f"{where!r} vanished while the workspace was being walked"
     if exc.errno in (errno.ELOOP, errno.ENOTDIR):

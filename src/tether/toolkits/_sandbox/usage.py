@@ -21,13 +21,14 @@ import os
 import stat
 from dataclasses import dataclass
 
-from .._walk import WalkFailed, retrying, walk
+from .._walk import WalkFailed, retrying, shorten, walk
 from .limits import MiB, SandboxLimits
 
-__all__ = ["DISK_RESERVE", "INODE_RESERVE", "DiskWatch", "Usage", "fmt_bytes", "over_budget", "scan"]
+__all__ = ["DISK_RESERVE", "INODE_RESERVE", "MAX_MOUNTED_PATH", "DiskWatch", "Usage", "fmt_bytes", "over_budget", "scan"]
 
 DISK_RESERVE = 64 * MiB  # free space a command may never take from the filesystem
 INODE_RESERVE = 4096
+MAX_MOUNTED_PATH = 3072  # bytes of a .git's relative path; the workspace's own path must fit in the rest
 _HIDDEN = ".tether"  # not the agent's: not counted, and hidden from the sandbox
 
 
@@ -77,6 +78,8 @@ def _scan(workspace: str, max_inodes: int | None) -> Usage:
         is_dir = stat.S_ISDIR(st.st_mode)
         # Only the outermost .git of a path: what lies inside one is mounted with it.
         if found.name == ".git" and (is_dir or stat.S_ISREG(st.st_mode)) and "/.git/" not in f"/{found.rel}":
+            if len(found.rel.encode()) > MAX_MOUNTED_PATH:  # bubblewrap could not name it to mount it
+                raise WalkFailed(f"{shorten(found.rel)!r} is too deep to be mounted read-only")
             gits.append(found.rel)
     return Usage(size, inodes, tuple(sorted(gits)))
 
