@@ -2,7 +2,8 @@
 
 A read-only system (``/usr``, ``/etc``, the ``/bin`` and ``/lib`` links), a
 private ``/proc``, ``/dev`` and ``/tmp``, and the workspace read-write except
-every ``.git`` in it (read-only, nested repositories included) and ``.tether``
+every ``.git`` in it (read-only, nested repositories included), the host's own
+code in it (read-only, see :mod:`tether.toolkits._hostcode`) and ``.tether``
 (hidden). Everything else on the host is simply absent. What the command may
 read of the system is decided by its host uid (see :mod:`.identity`).
 
@@ -18,6 +19,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .._hostcode import HostCode
 from .identity import Sources
 
 __all__ = [
@@ -61,11 +63,13 @@ def bwrap_argv(
     git_entries: Sequence[str],
     tmp_size: int,
     seccomp_fd: int | None,
+    host: HostCode = HostCode(),
 ) -> list[str]:
     """The bwrap command line (ending in ``--``) for one command in ``workspace``.
 
     ``sources`` says where bubblewrap finds the workspace and the read-only paths;
-    ``git_entries`` are the workspace's ``.git`` directories and files, relative.
+    ``git_entries`` are the workspace's ``.git`` directories and files, relative;
+    ``host`` the host's own code in the workspace (read-only, and pinned in place).
     """
     ws = workspace
     argv = [bwrap.path, "--unshare-all"]
@@ -95,6 +99,11 @@ def bwrap_argv(
     argv += ["--tmpfs", "/tmp"]
     argv += _read_only_binds(read_only_paths, dict(sources.read_only))  # after /tmp: they may live there
     argv += ["--bind", sources.workspace, ws]
+    # A mount point cannot be renamed or removed: the folders on the way to host code stay put.
+    for rel in host.pinned:
+        argv += ["--bind", os.path.join(sources.workspace, rel), os.path.join(ws, rel)]
+    for rel in host.read_only:
+        argv += ["--ro-bind", os.path.join(sources.workspace, rel), os.path.join(ws, rel)]
     for rel in git_entries:
         argv += ["--ro-bind", os.path.join(sources.workspace, rel), os.path.join(ws, rel)]
     for name in HIDDEN_ENTRIES:
