@@ -116,7 +116,7 @@ async def test_a_repository_moved_ten_thousand_levels_down_stops_every_command(r
     assert "nested deeper than 200 levels" in result.killed_reason
     assert buried_config(roomy, LEVELS, "a") == config
     # find_files says it could not search, rather than counting what it reached.
-    with pytest.raises(PathRefused, match="cannot search the workspace: .* nested deeper than 200 levels"):
+    with pytest.raises(PathRefused, match=r"cannot search the workspace: .* nested deeper than 200 levels"):
         await call(find_files_tool(str(roomy)), pattern="**/*")
 
 
@@ -165,8 +165,11 @@ async def test_a_directory_swapped_for_a_link_while_the_host_walks_is_never_foll
     for line in seen:  # each walk saw only the workspace, or said it could not look at all of it
         found = re.fullmatch(r"(\d+) files? match '\*\*/\*\.py'(: .*)?", line)
         if found is not None:  # a directory renamed while its parent is listed may be missed
-            assert int(found[1]) <= 16 and all(re.fullmatch(r"d\d+(\.x)?/inner/ws-file\.py", name)
-                                               for name in (found[2] or ": ")[2:].split(", ") if name), line
+            assert int(found[1]) <= 16 and all(
+                re.fullmatch(r"d\d+(\.x)?/inner/ws-file\.py", name)
+                for name in (found[2] or ": ")[2:].split(", ")
+                if name
+            ), line
         else:
             assert line == "complete: ('.git',)" or line.startswith(
                 ("cannot look at the whole workspace: 'd", "cannot search the workspace: 'd")
@@ -196,7 +199,9 @@ def test_a_directory_the_host_cannot_enter_fails_the_walk_instead_of_hiding_a_re
         report = f.read().decode()
     os.waitpid(pid, 0)
     (ws / "locked").chmod(0o755)
-    assert report == repr(("cannot look at the whole workspace: 'locked' cannot be looked into (permission denied)", ()))
+    assert report == repr(
+        ("cannot look at the whole workspace: 'locked' cannot be looked into (permission denied)", ())
+    )
 
 
 async def test_link_loops_are_listed_and_counted_never_followed(workspace: Path) -> None:

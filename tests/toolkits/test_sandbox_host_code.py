@@ -173,7 +173,7 @@ async def test_a_workspace_on_the_import_path_runs_no_command(workspace: Path, m
         await sandbox.run(["true"])
     with pytest.raises(SandboxUnavailable, match="is on this process's import or program path"):
         shell_tool(sandbox)
-    with pytest.raises(PathRefused, match="writes are refused: the workspace .* is on this process's import"):
+    with pytest.raises(PathRefused, match=r"writes are refused: the workspace .* is on this process's import"):
         await call(write_file_tool(str(workspace), approval=False), path="json.py", content="x")
     assert not (workspace / "json.py").exists()
 

@@ -38,6 +38,7 @@ SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 HIDDEN_ENTRIES = (".tether",)  # inside the workspace: replaced by an empty directory
 SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # bwrap itself covers /proc/irq, /proc/bus and /proc/sysrq-trigger, but not /proc/sys.
+_NO_HOST_CODE = HostCode()
 _PROC_READ_ONLY = ("sys", "sysrq-trigger", "fs", "scsi", "acpi", "mtrr", "pressure")
 
 
@@ -63,7 +64,7 @@ def bwrap_argv(
     git_entries: Sequence[str],
     tmp_size: int,
     seccomp_fd: int | None,
-    host: HostCode = HostCode(),
+    host: HostCode = _NO_HOST_CODE,
 ) -> list[str]:
     """The bwrap command line (ending in ``--``) for one command in ``workspace``.
 

@@ -24,7 +24,16 @@ from dataclasses import dataclass
 from .._walk import WalkFailed, retrying, shorten, walk
 from .limits import MiB, SandboxLimits
 
-__all__ = ["DISK_RESERVE", "INODE_RESERVE", "MAX_MOUNTED_PATH", "DiskWatch", "Usage", "fmt_bytes", "over_budget", "scan"]
+__all__ = [
+    "DISK_RESERVE",
+    "INODE_RESERVE",
+    "MAX_MOUNTED_PATH",
+    "DiskWatch",
+    "Usage",
+    "fmt_bytes",
+    "over_budget",
+    "scan",
+]
 
 DISK_RESERVE = 64 * MiB  # free space a command may never take from the filesystem
 INODE_RESERVE = 4096
@@ -61,7 +70,9 @@ def scan(workspace: str, max_inodes: int | None = None) -> Usage:
     except WalkFailed as exc:
         return Usage(0, 0, problem=f"cannot look at the whole workspace: {exc}")
     except _TooMany:
-        return Usage(0, (max_inodes or 0) + 1, problem=f"inode budget: the workspace holds more than {max_inodes} files")
+        return Usage(
+            0, (max_inodes or 0) + 1, problem=f"inode budget: the workspace holds more than {max_inodes} files"
+        )
 
 
 class _TooMany(Exception):
