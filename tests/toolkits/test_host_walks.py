@@ -5,9 +5,10 @@ measures the disk budget), the disk check while a command runs, and
 ``find_files`` all walk a workspace that a sandboxed command controls. The
 attacks: move an operator's repository below the longest path a path-based walk
 can open, or 10,000 levels down (the old walk skipped what it could not open,
-so that ``.git`` was left writable); keep swapping a directory for a link to a
-host directory while the host walks; a directory the host may not enter; link
-loops. Each walk sees only the workspace, or says it could not see all of it.
+so that ``.git`` was left writable, and uncounted); keep swapping a directory
+for a link to a host directory while the host walks; a directory the host may
+not enter; link loops. Each walk sees only the workspace, or says it could not
+see all of it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.toolkits import PathRefused, Sandbox, find_files_tool, list_dir_tool
+from tether.toolkits import PathRefused, Sandbox, SandboxLimits, find_files_tool, list_dir_tool
+from tether.toolkits._sandbox import MiB
 from tether.toolkits._sandbox.usage import scan
 
 from .conftest import call
@@ -47,74 +49,94 @@ def roomy(open_tmp: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(fs)], check=True)
 
 
-def bury(levels: int, name: str) -> str:
-    """Python for the sandbox: make ``nest/NAME/NAME/...`` and move ``vendored`` to its bottom."""
+def nest(levels: int, name: str, then: str) -> str:
+    """Python for the sandbox: make ``nest/NAME/NAME/...`` (``levels`` deep), then run ``then`` with
+    ``top`` and ``fd`` the descriptors of the workspace and of the bottom folder."""
     return (
         "import os\n"
         "top = os.open('.', os.O_RDONLY)\n"
         "os.mkdir('nest', dir_fd=top); fd = os.open('nest', os.O_RDONLY, dir_fd=top)\n"
         f"for _ in range({levels}):\n"
         f"    os.mkdir({name!r}, dir_fd=fd); child = os.open({name!r}, os.O_RDONLY, dir_fd=fd); os.close(fd); fd = child\n"
-        "os.rename('vendored', 'vendored', src_dir_fd=top, dst_dir_fd=fd)\n"
-        "print('buried')\n"
+        f"{then}\n"
     )
 
 
-def plant(levels: int, name: str) -> str:
-    """Python for the sandbox: give the buried repository an fsmonitor."""
+def reach(levels: int, name: str, then: str) -> str:
+    """Like :func:`nest`, for a nest that already exists (or not: then ``fd`` stays at the top)."""
     return (
         "import os\n"
-        "fd = os.open('nest', os.O_RDONLY)\n"
-        f"for _ in range({levels}):\n"
-        f"    child = os.open({name!r}, os.O_RDONLY, dir_fd=fd); os.close(fd); fd = child\n"
-        "fd = os.open('vendored/.git', os.O_RDONLY, dir_fd=fd)\n"
-        "with open(os.open('config', os.O_WRONLY | os.O_APPEND, dir_fd=fd), 'a') as f:\n"
-        "    f.write('[core]\\n\\tfsmonitor = touch /tmp/pwned\\n')\n"
-        "print('planted')\n"
+        "top = fd = os.open('.', os.O_RDONLY)\n"
+        "try:\n"
+        "    fd = os.open('nest', os.O_RDONLY, dir_fd=top)\n"
+        f"    for _ in range({levels}):\n"
+        f"        child = os.open({name!r}, os.O_RDONLY, dir_fd=fd); os.close(fd); fd = child\n"
+        "except OSError:\n"
+        "    fd = top\n"
+        f"{then}\n"
     )
 
 
-def buried_config(ws: Path, levels: int, name: str) -> bytes:
-    """The buried repository's config, read through descriptors (its path is too long to open)."""
-    fd = os.open(ws / "nest", os.O_RDONLY | os.O_DIRECTORY)
+MOVE_REPOSITORY = """
+try:
+    os.rename('vendored', 'vendored', src_dir_fd=top, dst_dir_fd=fd)
+except OSError as exc:
+    print('not moved:', exc.strerror)
+for where in (fd, top):
     try:
-        for _ in range(levels):
-            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = child
-        with open(os.open("vendored/.git/config", os.O_RDONLY, dir_fd=fd), "rb") as f:
-            return f.read()
-    finally:
-        os.close(fd)
+        git = os.open('vendored/.git', os.O_RDONLY, dir_fd=where)
+        with open(os.open('config', os.O_WRONLY | os.O_APPEND, dir_fd=git), 'a') as f:
+            f.write('[core]\\n\\tfsmonitor = touch /tmp/pwned\\n')
+        print('planted')
+    except OSError as exc:
+        print('not planted:', exc.strerror)
+"""
 
 
-async def test_a_repository_moved_below_the_longest_path_stays_read_only(roomy: Path) -> None:
-    """17 levels of 250-byte names: longer than a path may be (4096 bytes); the old walk skipped it."""
-    config = (roomy / "vendored" / ".git" / "config").read_bytes()
-    sandbox, name = Sandbox(str(roomy)), "n" * 250
-    buried = await sandbox.run(["python3", "-I", "-c", bury(17, name)])
-    assert buried.stdout == b"buried\n", buried  # the .git moved along with its folder, still read-only
-    result = await sandbox.run(["python3", "-I", "-c", plant(17, name)])
-    assert b"planted" not in result.stdout, result
-    assert result.killed_reason is not None and result.killed_reason.startswith(
-        "not started: cannot look at the whole workspace: 'nest/nnn"
-    ), result
-    assert result.killed_reason.endswith("vendored/.git' is too deep to be mounted read-only")
-    assert buried_config(roomy, 17, name) == config
-    assert await call(find_files_tool(str(roomy)), pattern="**/*") == "0 files match '**/*'"  # walked it all
+def write_files(megabytes: int, count: int) -> str:
+    return (
+        f"for i in range({count}):\n"
+        f"    with open(os.open(f'f{{i}}', os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), 'wb') as f:\n"
+        f"        f.write(b'x' * {megabytes << 20})\n"
+        "print('written')"
+    )
 
 
-async def test_a_repository_moved_ten_thousand_levels_down_stops_every_command(roomy: Path) -> None:
+@pytest.mark.parametrize(("levels", "name"), [(17, "n" * 250), (LEVELS, "a")], ids=["past-PATH_MAX", "10000-levels"])
+async def test_a_repository_cannot_be_moved_out_of_the_walks_reach(roomy: Path, levels: int, name: str) -> None:
+    """17 levels of 250-byte names are longer than a path may be (4096 bytes): the old walk skipped
+    what lay there, so a repository moved below stayed writable from the next command on."""
     config = (roomy / "vendored" / ".git" / "config").read_bytes()
     sandbox = Sandbox(str(roomy))
-    buried = await sandbox.run(["python3", "-I", "-c", bury(LEVELS, "a")])
-    assert buried.stdout == b"buried\n", buried
-    result = await sandbox.run(["python3", "-I", "-c", plant(LEVELS, "a")])
-    assert b"planted" not in result.stdout, result
+    first = await sandbox.run(["python3", "-I", "-c", nest(levels, name, MOVE_REPOSITORY)])
+    assert first.stdout.decode().splitlines() == [
+        "not moved: Device or resource busy",  # its folder is pinned in place
+        "not planted: No such file or directory",
+        "not planted: Read-only file system",
+    ], first
+    second = await sandbox.run(["python3", "-I", "-c", reach(levels, name, MOVE_REPOSITORY)])
+    assert "planted" not in second.stdout.decode().splitlines(), second  # from the next command on
+    assert (roomy / "vendored" / ".git" / "config").read_bytes() == config
+
+
+async def test_files_below_the_longest_path_count_against_the_disk_budget(roomy: Path) -> None:
+    sandbox = Sandbox(str(roomy), limits=SandboxLimits(disk_bytes=16 * MiB))
+    filled = await sandbox.run(["python3", "-I", "-c", nest(17, "n" * 250, write_files(8, 3))])
+    assert b"written" in filled.stdout or filled.killed_reason is not None, filled
+    result = await sandbox.run(["true"])
+    assert result.killed_reason is not None and result.killed_reason.startswith(
+        "not started: disk budget: the workspace holds"
+    ), result
+
+
+async def test_ten_thousand_levels_stop_every_command_and_find_files(roomy: Path) -> None:
+    sandbox = Sandbox(str(roomy))
+    made = await sandbox.run(["python3", "-I", "-c", nest(LEVELS, "a", write_files(1, 1))])
+    assert made.stdout == b"written\n", made
+    result = await sandbox.run(["true"])
     assert result.exit_code == -1 and result.killed_reason is not None
     assert result.killed_reason.startswith("not started: cannot look at the whole workspace: 'nest/a/a/a")
     assert "nested deeper than 200 levels" in result.killed_reason
-    assert buried_config(roomy, LEVELS, "a") == config
     # find_files says it could not search, rather than counting what it reached.
     with pytest.raises(PathRefused, match=r"cannot search the workspace: .* nested deeper than 200 levels"):
         await call(find_files_tool(str(roomy)), pattern="**/*")

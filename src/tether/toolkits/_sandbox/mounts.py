@@ -2,7 +2,8 @@
 
 A read-only system (``/usr``, ``/etc``, the ``/bin`` and ``/lib`` links), a
 private ``/proc``, ``/dev`` and ``/tmp``, and the workspace read-write except
-every ``.git`` in it (read-only, nested repositories included), the host's own
+every ``.git`` in it (read-only, nested repositories included, the folders that
+hold one pinned in place), the host's own
 code in it (read-only, see :mod:`tether.toolkits._hostcode`) and ``.tether``
 (hidden). Everything else on the host is simply absent. What the command may
 read of the system is decided by its host uid (see :mod:`.identity`).
@@ -100,8 +101,9 @@ def bwrap_argv(
     argv += ["--tmpfs", "/tmp"]
     argv += _read_only_binds(read_only_paths, dict(sources.read_only))  # after /tmp: they may live there
     argv += ["--bind", sources.workspace, ws]
-    # A mount point cannot be renamed or removed: the folders on the way to host code stay put.
-    for rel in host.pinned:
+    # A mount point cannot be renamed or removed: the folders on the way to host code and to
+    # every .git stay put, so neither can be moved aside (or out of the next walk's reach).
+    for rel in _pins(host.pinned, git_entries):
         argv += ["--bind", os.path.join(sources.workspace, rel), os.path.join(ws, rel)]
     for rel in host.read_only:
         argv += ["--ro-bind", os.path.join(sources.workspace, rel), os.path.join(ws, rel)]
@@ -118,6 +120,19 @@ def bwrap_argv(
     for key, value in scrubbed_env(ws).items():
         argv += ["--setenv", key, value]
     return [*argv, "--"]
+
+
+def _pins(pinned: Sequence[str], git_entries: Sequence[str]) -> list[str]:
+    """Folders to bind onto themselves, parents first: the given ones and those holding a ``.git``.
+
+    >>> _pins(["envs"], ["a/b/.git", "a/.git", ".git"])
+    ['a', 'envs', 'a/b']
+    """
+    found = set(pinned)
+    for rel in git_entries:
+        parts = rel.split("/")[:-1]
+        found.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+    return sorted(found, key=lambda rel: (rel.count("/"), rel))
 
 
 def scrubbed_env(workspace: str) -> dict[str, str]:
