@@ -239,3 +239,26 @@ async def test_link_loops_are_listed_and_counted_never_followed(workspace: Path)
     assert "loop -> ." in listing and "root -> /" in listing
     result = await Sandbox(str(workspace)).run(["true"])
     assert result.ok, result
+
+
+async def test_an_eval_trial_that_leaves_ten_thousand_nested_folders_is_cleaned_up(roomy: Path) -> None:
+    """The harness removed trial directories with ``shutil.rmtree``, which recursed into RecursionError."""
+    from tether import Action, Agent, FunctionPolicy
+    from tether.evals import Case, evaluate
+    from tether.toolkits import workspace_tools
+
+    deep = nest(LEVELS, "a", write_files(1, 1)).replace("'", "'\\''")
+    trials = roomy.parent / "trials"
+    trials.mkdir()
+
+    def brain(context, tools):  # type: ignore[no-untyped-def]
+        if not any(m.role == "tool" for m in context):
+            return Action("shell", {"command": f"python3 -I -c '{deep}'"})
+        return "done" if "written" in context.last().content else f"failed: {context.last().content}"
+
+    def agent(setup):  # type: ignore[no-untyped-def]
+        return Agent(FunctionPolicy(brain), workspace_tools(setup.workdir, approval=False), store=setup.store)
+
+    report = await evaluate([Case("deep", "make a deep tree", expected="done")], agent, workdir=trials)
+    assert report.summary().accuracy == 1.0
+    assert list(trials.iterdir()) == []
