@@ -73,9 +73,9 @@ def host_code(workspace: str, *, extra: Sequence[str] = ()) -> HostCode:
                 continue
             if not _within(candidate, workspace):
                 continue
-            rel = _check(workspace, os.path.relpath(candidate, workspace), path)
-            if rel.startswith("problem: "):
-                return HostCode(problem=rel.removeprefix("problem: "))
+            rel, problem = _keepable(workspace, os.path.relpath(candidate, workspace), path)
+            if problem is not None:
+                return HostCode(problem=problem)
             read_only.add(rel)
             parts = rel.split("/")
             pinned.update("/".join(parts[:i]) for i in range(1, len(parts)))
@@ -128,31 +128,31 @@ def _realpath(path: str, resolved: dict[str, str]) -> str:
     return resolved[path]
 
 
-def _check(workspace: str, rel: str, named: str) -> str:
-    """What to keep read-only for host code at ``rel``, or ``"problem: ..."`` when it cannot be.
+def _keepable(workspace: str, rel: str, named: str) -> tuple[str, str | None]:
+    """What to keep read-only for host code at ``rel``, or why it cannot be kept.
 
     A link as the last name is kept by keeping the folder that holds it; a link
     on the way there, or nothing there yet, cannot be kept.
     """
     here, parts = workspace, rel.split("/")
+    what = f"{named!r}, which this process imports or runs code from,"
     for i, part in enumerate(parts):
         here = os.path.join(here, part)
         try:
             st = os.lstat(here)
         except FileNotFoundError:
-            return (
-                f"problem: {named!r}, which this process imports or runs code from, lies in the "
-                f"workspace {workspace!r} but does not exist: a command could create it; create it "
-                "or take it off sys.path/PATH"
+            return rel, (
+                f"{what} lies in the workspace {workspace!r} but does not exist: a command could "
+                "create it; create it or take it off sys.path/PATH"
             )
         if stat.S_ISLNK(st.st_mode):
             if i == len(parts) - 1 and i > 0:
-                return "/".join(parts[:-1])
+                return "/".join(parts[:-1]), None
             return (
-                f"problem: {named!r}, which this process imports or runs code from, is reached "
-                f"through the symbolic link {here!r} in the workspace, which a command could change"
+                rel,
+                f"{what} is reached through the symbolic link {here!r} in the workspace, which a command could change",
             )
-    return rel
+    return rel, None
 
 
 def _inside(workspace: str, code: str) -> str:
