@@ -16,7 +16,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tether"
 CORE = {
     "__init__",
     "_crash",
+    "_docstrings",
     "_jsonschema",
+    "_notes",
     "agent",
     "context",
     "cost",
@@ -24,6 +26,7 @@ CORE = {
     "exceptions",
     "journal",
     "messages",
+    "output",
     "policy",
     "run",
     "state",
@@ -145,7 +148,7 @@ def test_there_is_no_import_cycle() -> None:
 
 
 def test_the_core_imports_in_the_order_of_its_data_flow() -> None:
-    order = ["messages", "cost", "context", "tools", "policy", "state", "events", "journal", "store", "turn", "run", "agent"]  # fmt: skip
+    order = ["messages", "cost", "context", "tools", "policy", "state", "events", "output", "journal", "store", "turn", "run", "agent"]  # fmt: skip
     edges = graph()
     for i, name in enumerate(order):
         later = {f"tether.{m}" for m in order[i + 1 :]}

@@ -21,11 +21,12 @@ from .cost import Price, price_of
 from .events import Event, Failed, Finished
 from .exceptions import UserError
 from .messages import Message, Usage
+from .output import OutputSpec
 from .policy import Policy
 from .run import Observer, Run
 from .state import PendingCall, RunState, Status
 from .store import RunStore
-from .tools import Tool, tool
+from .tools import Invocation, Tool, tool
 
 __all__ = ["Agent", "Approver", "RunResult"]
 
@@ -37,12 +38,14 @@ Approver = Callable[[Tool, dict[str, Any], Context], bool]
 class RunResult:
     """How a run ended: ``status``, ``output`` (the answer), the notebook and a resumable state.
 
+    ``output`` is the final text, or with ``Agent(output_type=T)`` the ``T`` instance.
+
     ``usage`` adds up every reply of the run (across resumes); ``cost`` is what
     it cost in US dollars (:mod:`tether.cost`), or None when a model has no price.
     """
 
     status: Status
-    output: str | None
+    output: Any
     context: Context
     state: RunState
     usage: Usage
@@ -65,9 +68,12 @@ class RunResult:
         """The result of ``run`` once its stream of ``events`` is drained."""
         last = events[-1] if events else None
         state = run.snapshot()
+        output = last.output if isinstance(last, Finished) else None
+        if output is not None and (spec := run.agent.output) is not None and spec.answer_in(state.messages) == output:
+            output = spec.load(output)  # the typed value, rebuilt from the JSON the journal keeps
         return cls(
             status=state.status,
-            output=last.output if isinstance(last, Finished) else None,
+            output=output,
             context=run.journal.context,
             state=state,
             usage=state.total_usage,
@@ -95,7 +101,7 @@ class Agent:
         policy: Policy,
         tools: Sequence[Tool] = (),
         *,
-        instructions: str | None = None,
+        instructions: str | Callable[[Invocation[Any]], str] | None = None,
         name: str = "agent",
         max_steps: int = 20,
         max_tool_calls: int | None = None,
@@ -111,6 +117,8 @@ class Agent:
         handoffs: Sequence[Agent] = (),
         description: str | None = None,
         observers: Sequence[Observer] = (),
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
@@ -129,6 +137,12 @@ class Agent:
             if t.name in self.tools:
                 raise UserError(f"two tools are named {t.name!r}")
             self.tools[t.name] = t
+        # With an output type the run ends by its terminal tool, whose parameters are the type's schema.
+        self.output = OutputSpec(output_type, output_retries) if output_type is not None else None
+        if self.output is not None:
+            if self.output.name in self.tools:
+                raise UserError(f"a tool is named {self.output.name!r}, which an agent with an output type reserves")
+            self.tools[self.output.name] = self.output.tool
         self.tool_list = tuple(self.tools.values())
         self.instructions = instructions
         self.name = name
@@ -210,6 +224,7 @@ class Agent:
         run_id: str | None = None,
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
+        deps: Any = None,
     ) -> AsyncIterator[Event]:
         """Run the loop, yielding each event as it happens.
 
@@ -218,9 +233,11 @@ class Agent:
         from the agent's store and resumed. Setting ``cancel`` ends the run at
         the next step with a ``cancelled`` event, cancelling running tools.
         ``meta`` labels a new run (kept in its ``run-started`` event; never put
-        secrets there).
+        secrets there). ``deps`` reach tools through their ``Invocation`` (and
+        child runs, and dynamic instructions); they are never persisted, so a
+        resumed run needs them again.
         """
-        return Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta).events()
+        return Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta, deps=deps).events()
 
     async def run(
         self,
@@ -230,9 +247,10 @@ class Agent:
         run_id: str | None = None,
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
+        deps: Any = None,
     ) -> RunResult:
         """Run to the end (or a pause) and return the :class:`RunResult`."""
-        run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta)
+        run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta, deps=deps)
         events = [ev async for ev in run.events()]
         return RunResult.of(run, events)
 
@@ -243,6 +261,7 @@ class Agent:
         context: Context | None = None,
         run_id: str | None = None,
         meta: Mapping[str, str] | None = None,
+        deps: Any = None,
     ) -> RunResult:
         """:meth:`run` for synchronous code (starts its own event loop).
 
@@ -251,7 +270,7 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta))
+            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, deps=deps))
         raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
 
     def as_tool(
@@ -283,6 +302,8 @@ class Agent:
             result = await self.run(task)  # used only when called outside a run
             if result.status != "finished":
                 raise RuntimeError(f"sub-agent {self.name!r} stopped with status {result.status!r}")
+            if self.output is not None and not isinstance(result.output, str):
+                return self.output.dump(result.output)  # a typed answer reaches the caller as JSON
             return result.output or ""
 
         delegate.__doc__ = (
@@ -299,7 +320,8 @@ def _transfer_tool(target: Agent) -> Tool:
     def transfer(reason: str = "") -> str:
         return f"transferred to {target.name}"  # the loop hands the run over once the turn is settled
 
-    about = target.description or (target.instructions or "").split("\n")[0] or f"the {target.name} agent"
+    said = target.instructions if isinstance(target.instructions, str) else ""
+    about = target.description or said.split("\n")[0] or f"the {target.name} agent"
     transfer.__doc__ = (
         f"Hand this conversation over to {target.name}: {about}\n\n"
         "Args:\n    reason: why, in a few words (shown to the next agent)."

@@ -62,10 +62,11 @@ from .exceptions import (
 )
 from .journal import Journal, state_of
 from .messages import Message, ToolCall
+from .output import OutputSpec
 from .policy import Policy, ask
 from .state import RunState, args_hash
 from .store import Lease, RunStore
-from .tools import ArgumentsInvalid, Invocation, Tool, ToolTimedOut, result_text
+from .tools import ArgumentsInvalid, Invocation, Tool, ToolTimedOut, missing_deps, result_text
 from .turn import Execute, Note, Step, Wait, plan
 
 __all__ = ["Input", "Observer", "Parent", "Run", "Settings", "Watcher"]
@@ -82,7 +83,8 @@ class Settings(Protocol):
     def reachable(self, name: str) -> Settings | None: ...
 
     name: str
-    instructions: str | None
+    instructions: str | Callable[[Invocation[Any]], str] | None
+    output: OutputSpec | None  # set: the run ends by its terminal output tool with a typed value
     policy: Policy
     tools: dict[str, Tool]
     tool_list: tuple[Tool, ...]
@@ -130,8 +132,10 @@ class Run:
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
         parent: Parent | None = None,
+        deps: Any = None,
     ) -> None:
         self.agent = agent  # the agent driving the run now (a handoff changes it)
+        self.deps = deps  # handed to tools and dynamic instructions; never persisted
         self.root = agent
         self.fingerprint = agent.fingerprint
         self.input, self.prior, self.run_id = input, context, run_id
@@ -202,6 +206,11 @@ class Run:
                 yield await self.commit(reply)
                 return
             yield await self.commit(ModelReplied(reply))
+            if not reply.tool_calls and (spec := self.agent.output) is not None:  # the answer must be typed
+                yield await self.commit(spec.refusal())
+                if over := spec.exhausted(self.journal.context):
+                    yield await self.commit(over)
+                continue
             if not reply.tool_calls:
                 yield await self.commit(Finished(reply.content, self.journal.usage))
                 return
@@ -215,6 +224,7 @@ class Run:
             self.deadline = asyncio.get_running_loop().time() + self.agent.max_seconds
         if self.parent is not None and self.parent.deadline is not None:
             self.deadline = min(self.deadline or self.parent.deadline, self.parent.deadline)
+        self._check_deps()
         input = self.input
         if input is None and self.run_id is not None:
             await self._hold(self.run_id)
@@ -226,6 +236,7 @@ class Run:
             started = await self._new(input)
             await self._hold(started.run_id)
             first = [started]
+        self._check_deps()  # the agent driving a resumed run may be another (a handoff)
         out = [await self.commit(ev) for ev in first]
         j = self.journal
         self._steps0, self._tools0, self._tokens0 = j.steps, j.tool_calls, j.usage.total_tokens
@@ -236,13 +247,11 @@ class Run:
     async def _new(self, input: Input) -> RunStarted:
         if input is None:
             raise UserError("give the agent a task (a string or Message), a RunState, or a run_id")
-        notes = list(self.prior or ())
-        if not notes and self.agent.instructions:
-            notes.append(Message.system(self.agent.instructions))
-        notes.append(input if isinstance(input, Message) else Message.user(str(input)))
         if self.run_id and self.store is not None and await self.store.get(self.run_id) is not None:
             raise UserError(f"run {self.run_id!r} already exists in the store; resume it with run_id= alone")
         run_id = self.run_id or uuid.uuid4().hex
+        notes = list(self.prior or ()) or list(self._instructions(self.agent, run_id))
+        notes.append(input if isinstance(input, Message) else Message.user(str(input)))
         return RunStarted(
             run_id, tuple(notes), False, self.fingerprint, self.agent.name, self.meta, _model_of(self.agent)
         )
@@ -463,6 +472,9 @@ class Run:
         for step in steps:
             if isinstance(step, Note):
                 yield await self.commit(step.event)
+        if (spec := self.agent.output) is not None and spec.noted(steps) and (over := spec.exhausted(self.journal.context)):  # fmt: skip
+            yield await self.commit(over)
+            return
         todo = [s for s in steps if isinstance(s, Execute)]
         if todo:
             if stop := self._over_budget(new_calls=sum(s.attempt == 1 for s in todo), in_turn=True):
@@ -486,8 +498,23 @@ class Run:
         elif (target := self._transfer()) is not None:
             yield await self._hand_off(target)
 
+    def _check_deps(self) -> None:
+        """A tool that declares ``Invocation[D]`` needs deps: without them nothing runs or is committed."""
+        if why := missing_deps(self.agent.tool_list, self.deps):
+            self.ended = True  # the run stays as it was
+            raise UserError(why)
+
+    def _instructions(self, agent: Settings, run_id: str) -> tuple[Message, ...]:
+        """The agent's instructions as a note; a callable gets the invocation (its text is journaled)."""
+        text = agent.instructions
+        if callable(text):
+            text = text(Invocation(run_id, "", "", self.deps))
+        return (Message.system(text),) if text else ()
+
     async def _hand_off(self, target: Settings) -> Event:
-        notes = (Message.system(target.instructions),) if target.instructions else ()
+        if why := missing_deps(target.tool_list, self.deps):
+            raise UserError(f"run {self.journal.run_id!r} cannot hand off to {target.name!r}: {why}")
+        notes = self._instructions(target, self.journal.run_id)
         ev = await self.commit(HandedOff(target.name, notes, _model_of(target)))
         self.agent = target
         return ev
@@ -580,7 +607,7 @@ class Run:
     async def _run_tool(self, step: Execute) -> Event:
         """Run one tool call; what it returned (or how it failed) is committed as its result."""
         tool, call = step.tool, step.call
-        invocation = Invocation(self.journal.run_id, call.id, tool.name)
+        invocation = Invocation(self.journal.run_id, call.id, tool.name, self.deps)
         error: ErrorKind | None = None
         budget = asyncio.timeout_at(self.deadline) if self.deadline is not None else None
         unknown = "" if tool.is_async else "; it runs in a thread and may still finish"
@@ -611,11 +638,13 @@ class Run:
         call = step.call
         child_id = f"{self.journal.run_id}/{call.id}"
         if (finished := await self._finished_child(child_id)) is not None:  # then its parent was killed
-            yield await self.commit(self._settle(call, child_agent.name, finished))
+            yield await self.commit(self._settle(call, child_agent, finished))
             return
         task = await self._child_input(child_id, str(step.args.get("task", "")), call.id)
         prior = await self._previous_notebook(step) if isinstance(task, str) and step.tool.continues else None
-        child = Run(child_agent, task, context=prior, run_id=child_id, cancel=self.cancel, parent=self._left(call.id))
+        # A child run gets its parent's deps: the same application asks, with the same resources.
+        left = self._left(call.id)
+        child = Run(child_agent, task, context=prior, run_id=child_id, cancel=self.cancel, parent=left, deps=self.deps)
         try:
             async for ev in child.events():
                 yield ChildEvent(call.id, child_agent.name, ev)
@@ -625,7 +654,7 @@ class Run:
             raise
         if child.journal.status == "finished" and step.tool.continues:
             self._notebooks[child_id] = child.journal.context  # the next call of this tool goes on from here
-        yield await self.commit(self._settle(call, child_agent.name, child.snapshot()))
+        yield await self.commit(self._settle(call, child_agent, child.snapshot()))
 
     async def _previous_notebook(self, step: Execute) -> Context | None:
         """For a tool whose calls continue one notebook: where the last finished call's child left it."""
@@ -679,14 +708,15 @@ class Run:
             cost=_least(own.cost, _less(up.cost, (spent or 0.0) - self._cost0)),
         )
 
-    def _settle(self, call: ToolCall, name: str, state: RunState) -> Event:
+    def _settle(self, call: ToolCall, child: Settings, state: RunState) -> Event:
         """How a child's ending becomes its parent's call result (or leaves the call waiting)."""
+        name = child.name
         if state.status in ("paused", "needs-decision", "cancelled"):
             return ChildStopped(call.id, state)  # it waits for a person, or it was interrupted: it resumes
         usage = state.total_usage
         last = state.messages[-1] if state.messages else None
         if state.status == "finished":
-            answer = _child_answer(state)
+            answer = _child_answer(state, child.reachable(state.agent) or child if state.agent else child)
             return ToolFinished(dataclasses.replace(Message.tool_result(call.id, answer, name=call.name), usage=usage))
         said = f": {last.content}" if last is not None and last.role == "assistant" and last.content else ""
         text = f"sub-agent {name!r} ended {state.status} before it finished{said}"
@@ -743,7 +773,7 @@ class Run:
         """A final answer or terminal tool result already in the notebook (then the run is done)."""
         last = self.journal.context.last()
         if last is not None and last.role == "assistant" and not last.tool_calls:
-            return last.content
+            return last.content if self.agent.output is None else None  # typed: a text reply is no answer
         return self._terminal_output()
 
     def _terminal_output(self) -> str | None:
@@ -837,8 +867,11 @@ _REASONS: dict[str, PauseReason] = {
 }
 
 
-def _child_answer(state: RunState) -> str:
-    """A finished child's answer: its last assistant note, or the result of its terminal tool."""
+def _child_answer(state: RunState, child: Settings) -> str:
+    """A finished child's answer: its last assistant note, or the result of its terminal tool
+    (with an output type, the output's JSON)."""
+    if child.output is not None and (answer := child.output.answer_in(state.messages)) is not None:
+        return answer
     last = state.messages[-1] if state.messages else None
     return last.content if last is not None else ""
 

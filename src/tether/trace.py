@@ -27,6 +27,7 @@ from .events import (
     Cancelled,
     ChildEvent,
     Compacted,
+    Noted,
     Event,
     Failed,
     LimitReached,
@@ -108,3 +109,5 @@ def _event(lines: list[str], ev: Event, width: int, indent: str) -> None:
         lines.append(f"{indent}  (stopped: the {ev.limit} limit of {ev.value:g} was reached)")
     elif isinstance(ev, Compacted):
         lines.append(f"{indent}  (older notes were summarised)")
+    elif isinstance(ev, Noted):
+        lines.append(f"{indent}    !! the model was told: {_short(ev.message.content, width)}")
