@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from .context import Context
 from .cost import Price, price_of
 from .events import Event, Failed, Finished
 from .exceptions import UserError
+from .journal import state_of
 from .messages import Message, Usage
 from .output import OutputSpec
 from .policy import Policy
@@ -213,6 +214,18 @@ class Agent:
                 seen.add(id(agent))
                 todo.extend(agent.handoffs)
         return None
+
+    def output_of(self, source: RunState | Iterable[Event]) -> Any:
+        """A finished run's output, rebuilt from its state or its stored events (None if unfinished):
+        with an output type the ``T`` instance (from the JSON the journal keeps), else the final text."""
+        state = source if isinstance(source, RunState) else state_of(source)
+        driver = (self.reachable(state.agent) if state.agent else None) or self
+        if state.status != "finished" or not state.messages:
+            return None
+        if driver.output is None:
+            return state.messages[-1].content
+        text = driver.output.answer_in(state.messages)
+        return driver.output.load(text) if text is not None else None
 
     # -- entry points ------------------------------------------------------
 
