@@ -146,3 +146,17 @@ def test_deps_are_never_in_the_store(tmp_path: Path) -> None:
     assert b"Ada" in everything  # what the instructions and tools wrote is there...
     assert MARKER.encode() not in everything  # ...the deps themselves never are
     assert MARKER not in state.to_json()
+
+
+def test_the_strategies_pass_deps_to_their_child_runs() -> None:
+    from tether.strategies.plan_execute import plan_and_execute
+    from tether.strategies.reflection import reflect
+
+    writer = Agent(ScriptedModel([Action("whoami", {}), "written for Ada"]), [whoami], name="writer")
+    done = asyncio.run(reflect(writer, "write", lambda answer, ctx: None, deps=Deps("Ada", "")))
+    assert done.output == "written for Ada"
+
+    planner = ScriptedModel(["1. say who I am"])
+    executor = Agent(ScriptedModel([Action("whoami", {}), "you are Ada"]), [whoami], name="executor")
+    planned = asyncio.run(plan_and_execute(planner, executor, "who am I?", deps=Deps("Ada", "")))
+    assert planned.status == "finished"
