@@ -39,7 +39,7 @@ from .exceptions import UserError
 from .messages import Message
 from .tools import ArgumentsInvalid, Tool, _strip_titles
 
-__all__ = ["OUTPUT_TOOL", "OutputSpec", "OutputTool"]
+__all__ = ["OUTPUT_TOOL", "OutputSpec", "OutputTool", "with_output"]
 
 OUTPUT_TOOL = "final_result"
 
@@ -179,6 +179,17 @@ class OutputSpec:
             if m.role == "tool" and m.name == self.name and not m.is_error:
                 return m.content
         return None
+
+
+def with_output(tools: dict[str, Tool], output_type: Any, retries: int) -> OutputSpec | None:
+    """The spec of ``output_type`` (None without one), its tool added to ``tools`` (an agent's, by name)."""
+    if output_type is None:
+        return None
+    spec = OutputSpec(output_type, retries)
+    if spec.name in tools:
+        raise UserError(f"a tool is named {spec.name!r}, which an agent with an output type reserves")
+    tools[spec.name] = spec.tool
+    return spec
 
 
 class _Errors:

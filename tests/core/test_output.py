@@ -18,6 +18,7 @@ from tether.exceptions import UserError
 from tether.output import OutputSpec
 from tether.stores.memory import MemoryStore
 from tether.testing import ScriptedModel
+from tether.tools import result_text
 
 
 class Ticket(pydantic.BaseModel):
@@ -234,8 +235,9 @@ def test_a_child_with_an_output_type_answers_its_parent_with_json() -> None:
 
 def test_a_typed_child_used_outside_a_run_returns_json_too() -> None:
     child = typed(City, Action("final_result", {"name": "Oslo", "population": 1}), name="geo")
-    text = asyncio.run(child.as_tool().fn(task="capital of Norway"))
-    assert json.loads(text) == {"name": "Oslo", "population": 1}
+    value = asyncio.run(child.as_tool().fn(task="capital of Norway"))
+    assert value == City("Oslo", 1)
+    assert json.loads(result_text(value)) == {"name": "Oslo", "population": 1}  # how the loop writes it
 
 
 def test_a_typed_parent_gets_its_instance_after_a_child_answers() -> None:
