@@ -127,9 +127,7 @@ _INDEXED = re.compile(r"(?:anyOf|oneOf)\[(\d+)\]")
 
 
 def _named(options: list[Any], part: Any) -> bool:
-    return isinstance(part, str) and any(
-        isinstance(o, Mapping) and o.get("$ref") == f"#/$defs/{part}" for o in options
-    )
+    return isinstance(part, str) and any(isinstance(o, Mapping) and o.get("$ref") == f"#/$defs/{part}" for o in options)
 
 
 def _member(root: Mapping[str, Any], options: list[Any], part: Any) -> dict[str, Any] | None:

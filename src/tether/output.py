@@ -116,8 +116,7 @@ class OutputSpec:
 
         if self.wrapped and set(args) != {"value"}:
             raise ArgumentsInvalid(
-                f"invalid arguments for tool {self.name!r}: send exactly one field, 'value'\n"
-                f"  expected: {self.shown()}"
+                f"invalid arguments for tool {self.name!r}: send exactly one field, 'value'\n  expected: {self.shown()}"
             )
         try:
             return self.adapter.validate_python(args["value"] if self.wrapped else dict(args))
@@ -171,7 +170,8 @@ class OutputSpec:
 
     def noted(self, steps: Sequence[Any]) -> bool:
         """Whether a turn's planned notes include one for the output tool (then count the tries)."""
-        return any(getattr(getattr(s, "event", None), "result", None) is not None and s.event.result.name == self.name for s in steps)  # fmt: skip
+        results = (getattr(getattr(s, "event", None), "result", None) for s in steps)
+        return any(r is not None and r.name == self.name for r in results)
 
     def answer_in(self, messages: Sequence[Message]) -> str | None:
         """The output's JSON in a finished run's notes: its output tool's last valid result."""

@@ -320,8 +320,9 @@ class Run:
         for step in steps:
             if isinstance(step, Note):
                 yield await self.commit(step.event)
-        if (spec := self.agent.output) is not None and spec.noted(steps) and (over := spec.exhausted(self.journal.context)):  # fmt: skip
-            yield await self.commit(over)
+        spec = self.agent.output
+        if spec is not None and spec.noted(steps) and (over := spec.exhausted(self.journal.context)):
+            yield await self.commit(over)  # the model used up its tries at the output
             return
         todo = [s for s in steps if isinstance(s, Execute)]
         if todo:

@@ -245,7 +245,8 @@ class Tool:
             hints = get_type_hints(fn)
         except Exception:  # unresolvable forward references, or nothing to read (a builtin)
             hints = {}
-        inject, deps_type = next(((p, _deps_of(h)) for p, h in hints.items() if _is_invocation(h) and p != "return"), (None, None))  # fmt: skip
+        found = [(p, _deps_of(h)) for p, h in hints.items() if _is_invocation(h) and p != "return"]
+        inject, deps_type = found[0] if found else (None, None)
         if inject is not None and inject in (parameters.get("properties") or {}):
             raise UserError(f"tool {name!r}: parameter {inject!r} is both the Invocation and a schema property")
         try:

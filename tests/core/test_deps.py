@@ -52,7 +52,9 @@ def test_every_entry_point_takes_deps() -> None:
         return Agent(ScriptedModel([Action("whoami", {}), "done"]), [whoami])
 
     async def streamed() -> list[str]:
-        return [ev.result.content async for ev in agent().stream("who?", deps=Deps("B", "")) if ev.kind == "tool-finished"]
+        return [
+            ev.result.content async for ev in agent().stream("who?", deps=Deps("B", "")) if ev.kind == "tool-finished"
+        ]
 
     assert asyncio.run(streamed()) == ["you are B"]
     assert asyncio.run(agent().run("who?", deps=Deps("C", ""))).context[2].content == "you are C"
@@ -61,7 +63,9 @@ def test_every_entry_point_takes_deps() -> None:
 
 def test_a_run_without_the_deps_a_tool_declares_fails_at_once_naming_the_parameter() -> None:
     agent = Agent(ScriptedModel([Action("whoami", {}), "done"]), [whoami])
-    with pytest.raises(UserError, match=r"tool 'whoami' needs run dependencies \(its parameter 'call' is Invocation\[Deps\]\)"):
+    with pytest.raises(
+        UserError, match=r"tool 'whoami' needs run dependencies \(its parameter 'call' is Invocation\[Deps\]\)"
+    ):
         agent.run_sync("who am I?")
     with pytest.raises(UserError, match="got deps of type str"):
         agent.run_sync("who am I?", deps="Ada")
@@ -77,7 +81,7 @@ def test_optional_deps_and_a_bare_invocation_need_none() -> None:
         return call.idempotency_key
 
     result = Agent(ScriptedModel([[Action("maybe", {}), Action("key", {})], "ok"]), [maybe, key]).run_sync("go")
-    assert [m.content for m in result.context if m.role == "tool"][0] == "anonymous"
+    assert next(m.content for m in result.context if m.role == "tool") == "anonymous"
 
 
 def test_dynamic_instructions_see_the_invocation_and_are_journaled_per_run() -> None:
@@ -92,7 +96,9 @@ def test_dynamic_instructions_see_the_invocation_and_are_journaled_per_run() -> 
 
 
 def test_a_handoff_target_renders_its_dynamic_instructions_with_the_same_deps() -> None:
-    billing = Agent(ScriptedModel(["paid"]), [whoami], name="billing", instructions=lambda inv: f"Bill {inv.deps.user}.")
+    billing = Agent(
+        ScriptedModel(["paid"]), [whoami], name="billing", instructions=lambda inv: f"Bill {inv.deps.user}."
+    )
     support = Agent(ScriptedModel([Action("transfer_to_billing", {})]), name="support", handoffs=[billing])
     result = support.run_sync("pay", deps=Deps("Ada", MARKER))
     assert result.output == "paid"

@@ -88,11 +88,17 @@ def test_a_decorated_tool_with_a_nested_model_parameter_gets_the_same_help() -> 
     assert "- field 'ticket.priority'" in text and '"enum": ["low", "medium", "high"]' in text
     assert '{"ticket": {"title": "x", "priority": "low"' in text
     # The model reads it as the call's result, and fixes itself.
-    model = ScriptedModel([
-        Action("file_ticket", {"ticket": {"title": "x", "priority": "Low", "customer": {"name": "A", "email": "a@b"}}}),
-        Action("file_ticket", {"ticket": {"title": "x", "priority": "low", "customer": {"name": "A", "email": "a@b"}}}),
-        "filed",
-    ])
+    model = ScriptedModel(
+        [
+            Action(
+                "file_ticket", {"ticket": {"title": "x", "priority": "Low", "customer": {"name": "A", "email": "a@b"}}}
+            ),
+            Action(
+                "file_ticket", {"ticket": {"title": "x", "priority": "low", "customer": {"name": "A", "email": "a@b"}}}
+            ),
+            "filed",
+        ]
+    )
     result = Agent(model, [file_ticket]).run_sync("file it")
     assert [m.is_error for m in result.context if m.role == "tool"] == [True, False]
 

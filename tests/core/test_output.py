@@ -7,10 +7,9 @@ import dataclasses
 import json
 from typing import Literal
 
-from typing_extensions import TypedDict  # pydantic wants it on Python < 3.12
-
 import pydantic
 import pytest
+from typing_extensions import TypedDict  # pydantic wants it on Python < 3.12
 
 from tether import Action, Agent, FunctionPolicy, RunState, state_of, tool
 from tether.events import from_dict, to_dict
@@ -62,8 +61,11 @@ def typed(output_type: object, *replies: object, **kw: object) -> Agent:
 @pytest.mark.parametrize(
     ("output_type", "args", "expected"),
     [
-        (Triage, {"tickets": [{"title": "refund", "priority": "high"}], "summary": "one"},
-         Triage(tickets=[Ticket(title="refund", priority="high")], summary="one")),
+        (
+            Triage,
+            {"tickets": [{"title": "refund", "priority": "high"}], "summary": "one"},
+            Triage(tickets=[Ticket(title="refund", priority="high")], summary="one"),
+        ),
         (City, {"name": "Lyon", "population": "522250"}, City("Lyon", 522250)),
         (Point, {"x": 1, "y": "2"}, {"x": 1, "y": 2}),
         (list[int], {"value": [1, "2", 3]}, [1, 2, 3]),
@@ -73,7 +75,9 @@ def typed(output_type: object, *replies: object, **kw: object) -> Agent:
     ],
     ids=["pydantic-model", "dataclass", "typeddict", "list", "literal", "union", "list-of-dataclasses"],
 )
-def test_each_kind_of_output_type_ends_the_run_with_an_instance(output_type: object, args: dict, expected: object) -> None:
+def test_each_kind_of_output_type_ends_the_run_with_an_instance(
+    output_type: object, args: dict, expected: object
+) -> None:
     agent = typed(output_type, Action("final_result", args))
     result = agent.run_sync("go")
     assert result.status == "finished"
@@ -105,10 +109,12 @@ def test_a_plain_agent_still_answers_with_text() -> None:
 
 
 def test_a_value_that_fails_validation_is_a_note_and_the_model_tries_again() -> None:
-    model = ScriptedModel([
-        Action("final_result", {"tickets": [{"title": "refund", "priority": "urgent"}], "summary": "one"}),
-        Action("final_result", {"tickets": [{"title": "refund", "priority": "high"}], "summary": "one"}),
-    ])
+    model = ScriptedModel(
+        [
+            Action("final_result", {"tickets": [{"title": "refund", "priority": "urgent"}], "summary": "one"}),
+            Action("final_result", {"tickets": [{"title": "refund", "priority": "high"}], "summary": "one"}),
+        ]
+    )
     result = Agent(model, output_type=Triage).run_sync("triage")
     assert result.status == "finished"
     assert result.output.tickets[0].priority == "high"
@@ -119,7 +125,9 @@ def test_a_value_that_fails_validation_is_a_note_and_the_model_tries_again() -> 
 
 
 def test_a_text_reply_is_refused_with_a_note_when_an_output_type_is_set() -> None:
-    model = ScriptedModel(["Lyon, about half a million people", Action("final_result", {"name": "Lyon", "population": 1})])
+    model = ScriptedModel(
+        ["Lyon, about half a million people", Action("final_result", {"name": "Lyon", "population": 1})]
+    )
     result = Agent(model, output_type=City).run_sync("biggest city near Geneva?")
     assert result.output == City("Lyon", 1)
     noted = [e for e in result.events if e.kind == "noted"]
@@ -143,7 +151,9 @@ def test_retries_exhausted_fail_the_run_with_a_clear_error() -> None:
 
 
 def test_output_retries_zero_fails_on_the_first_bad_value() -> None:
-    result = Agent(ScriptedModel([Action("final_result", {"name": 3})]), output_type=City, output_retries=0).run_sync("go")
+    result = Agent(ScriptedModel([Action("final_result", {"name": 3})]), output_type=City, output_retries=0).run_sync(
+        "go"
+    )
     assert result.status == "failed" and "after 1 tries" in (result.error or "")
 
 
@@ -169,10 +179,12 @@ def test_the_output_tool_runs_with_other_tools_and_the_turn_settles_first() -> N
         seen.append(city)
         return "522250"
 
-    model = ScriptedModel([
-        Action("look_up", {"city": "Lyon"}),
-        [Action("look_up", {"city": "Lyon again"}), Action("final_result", {"name": "Lyon", "population": 522250})],
-    ])
+    model = ScriptedModel(
+        [
+            Action("look_up", {"city": "Lyon"}),
+            [Action("look_up", {"city": "Lyon again"}), Action("final_result", {"name": "Lyon", "population": 522250})],
+        ]
+    )
     result = Agent(model, [look_up], output_type=City).run_sync("go")
     assert result.output == City("Lyon", 522250)
     assert seen == ["Lyon", "Lyon again"]

@@ -21,7 +21,10 @@ def test_a_typed_run_paused_here_finishes_in_another_process_with_its_instance(t
     db = str(tmp_path / "runs.db")
     paused = agent(db, [Action("issue_refund", {"order_id": "A1234", "amount": 79})]).run_sync("refund A1234")
     assert paused.status == "paused" and paused.output is None
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
     done = subprocess.run(
         [sys.executable, str(WORKER), "finish", db, paused.run_id], capture_output=True, text=True, env=env,
         timeout=120, check=False,
