@@ -16,7 +16,6 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tether"
 CORE = {
     "__init__",
     "_crash",
-    "_docstrings",
     "_jsonschema",
     "_notes",
     "_streams",
@@ -26,6 +25,7 @@ CORE = {
     "children",
     "context",
     "cost",
+    "docstrings",
     "events",
     "exceptions",
     "handoffs",
@@ -160,7 +160,7 @@ def test_there_is_no_import_cycle() -> None:
 
 def test_the_core_imports_in_the_order_of_its_data_flow() -> None:
     order = [
-        "strictjson", "messages", "cost", "context", "tools", "policy", "pending", "state", "events", "output", "journal",
+        "strictjson", "messages", "cost", "context", "docstrings", "tools", "policy", "pending", "state", "events", "output", "journal",
         "leases", "store", "turn", "calls", "settings", "children", "budgets", "resuming", "run", "result", "handoffs", "agent",
     ]  # fmt: skip
     edges = graph()

@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["explain", "fragment", "resolve"]
+__all__ = ["corrected", "explain", "fragment", "inline", "resolve"]
 
 MAX_FRAGMENT = 1500  # characters of schema shown per field
 _CHOICE_ERRORS = frozenset(("enum", "literal_error"))

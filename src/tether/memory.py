@@ -24,6 +24,8 @@ from .context import Context
 from .exceptions import UserError
 from .messages import Message
 
+__all__ = ["Summarizer", "compact", "compactor", "default_summary"]
+
 Summarizer = Callable[[Sequence[Message]], str]
 
 

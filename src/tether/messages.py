@@ -15,6 +15,8 @@ import uuid
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+__all__ = ["Message", "ROLES", "Reasoning", "Role", "ToolCall", "Usage", "check_keys", "new_call_id"]
+
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
 

@@ -25,12 +25,29 @@ from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args, get_origin, get_type_hints, overload
 
-from ._docstrings import parse_docstring
+from .docstrings import parse_docstring
 
 if TYPE_CHECKING:
     import pydantic
 
     from .context import Context
+
+__all__ = [
+    "Approval",
+    "ArgumentsInvalid",
+    "EFFECTS",
+    "Effect",
+    "Invocation",
+    "SchemaTool",
+    "Tool",
+    "ToolTimedOut",
+    "ask_human",
+    "missing_deps",
+    "parse_docstring",
+    "result_text",
+    "schema_of",
+    "tool",
+]
 
 Effect = Literal["none", "idempotent", "once"]
 """What a tool does to the world, and so what resuming after a crash may do:

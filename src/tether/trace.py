@@ -39,6 +39,8 @@ from .events import (
 )
 from .messages import Message
 
+__all__ = ["render"]
+
 
 def _short(text: str, width: int) -> str:
     text = " ".join(text.split())

@@ -1,10 +1,10 @@
-"""Reading a tool's docstring: its description and one line per parameter.
+r"""A function's docstring as a tool description: the summary, and one line per parameter.
 
-Google (``Args:``), NumPy (``Parameters`` with dashes) and Sphinx
-(``:param x:``) styles are understood.
+Understands Google (``Args:``), NumPy (``Parameters`` + dashes) and Sphinx
+(``:param x:``) styles.
 
->>> parse_docstring("Add two numbers.\\n\\nArgs:\\n    a: the first.\\n")
-('Add two numbers.', {'a': 'the first.'})
+>>> parse_docstring("Refund an order.\n\nArgs:\n    order: the order id, e.g. A1.\n")
+('Refund an order.', {'order': 'the order id, e.g. A1.'})
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["parse_docstring"]
+
 
 _SECTION = re.compile(
     r"^(Args|Arguments|Parameters|Params|Returns|Return|Yields|Raises|Examples?|Notes?|See Also)\s*:?\s*$"
