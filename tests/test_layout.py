@@ -33,11 +33,13 @@ CORE = {
     "leases",
     "messages",
     "output",
+    "parts",
     "pending",
     "policy",
     "result",
     "resuming",
     "run",
+    "session",
     "settings",
     "state",
     "store",
@@ -160,8 +162,9 @@ def test_there_is_no_import_cycle() -> None:
 
 def test_the_core_imports_in_the_order_of_its_data_flow() -> None:
     order = [
-        "strictjson", "messages", "cost", "context", "docstrings", "tools", "policy", "pending", "state", "events", "output", "journal",
-        "leases", "store", "turn", "calls", "settings", "children", "budgets", "resuming", "run", "result", "handoffs", "agent",
+        "strictjson", "parts", "messages", "cost", "context", "docstrings", "tools", "policy", "pending", "state",
+        "events", "output", "journal", "leases", "store", "session", "turn", "calls", "settings", "children", "budgets",
+        "resuming", "run", "result", "handoffs", "agent",
     ]  # fmt: skip
     edges = graph()
     for i, name in enumerate(order):

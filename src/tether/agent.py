@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from .budgets import check_cost, check_limits
@@ -156,18 +156,20 @@ class Agent:
         run_id: str | None = None,
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
+        session: str | None = None,
         deps: Any = None,
     ) -> AsyncIterator[Event]:
         """Run the loop, yielding each event as it happens.
 
-        ``input`` is a task (a new run, continuing ``context`` if given) or a
-        :class:`RunState` to resume. With only ``run_id``, the run is loaded
-        from the agent's store and resumed. Setting ``cancel`` ends the run at
-        the next step with a ``cancelled`` event, cancelling running tools.
-        ``meta`` labels a new run (kept in its ``run-started`` event; never put
-        secrets there). ``deps`` reach tools through their ``Invocation`` (never persisted).
+        ``input`` is a task (a new run, continuing ``context`` if given) or a :class:`RunState` to resume.
+        With only ``run_id``, the run is loaded from the agent's store and resumed. Setting ``cancel``
+        ends the run at the next step with a ``cancelled`` event, cancelling running tools. ``meta``
+        labels a new run (kept in its ``run-started`` event; never put secrets there). ``session``
+        names a conversation in the agent's store: the new run starts from the notebook its last run
+        left (:mod:`tether.session`). ``deps`` reach tools through their ``Invocation`` (never persisted).
         """
-        return Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta, deps=deps).events()
+        run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta, session=session, deps=deps)
+        return run.events()
 
     async def run(
         self,
@@ -177,10 +179,11 @@ class Agent:
         run_id: str | None = None,
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
+        session: str | None = None,
         deps: Any = None,
     ) -> RunResult:
         """Run to the end (or a pause) and return the :class:`RunResult`."""
-        run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta, deps=deps)
+        run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta, session=session, deps=deps)
         events = [ev async for ev in run.events()]
         return RunResult.of(run, events)
 
@@ -191,6 +194,7 @@ class Agent:
         context: Context | None = None,
         run_id: str | None = None,
         meta: Mapping[str, str] | None = None,
+        session: str | None = None,
         deps: Any = None,
     ) -> RunResult:
         """:meth:`run` for synchronous code (starts its own event loop).
@@ -200,12 +204,10 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, deps=deps))
+            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, session=session, deps=deps))
         raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
 
-    def output_of(self, source: RunState | Iterable[Event]) -> Any:
-        """A finished run's output from its state or stored events: a ``T`` with an output type, else text."""
-        return output_of(self, source)
+    output_of = output_of  # a finished run's output, rebuilt from its state or events (tether.result.output_of)
 
     def as_tool(
         self, name: str | None = None, description: str | None = None, *, continues: bool = False, **contract: Any

@@ -22,11 +22,11 @@ from .events import ChildStopped, Event, ToolFinished
 from .journal import Journal, state_of
 from .messages import Message, ToolCall
 from .output import OutputSpec
-from .settings import Input
+from .settings import Input, Settings
 from .state import RunState
 from .store import RunStore
 
-__all__ = ["child_answer", "child_input", "finished_child", "previous_notebook", "settle"]
+__all__ = ["child_answer", "child_input", "child_output", "finished_child", "previous_notebook", "settle"]
 
 
 async def finished_child(store: RunStore | None, child_id: str) -> RunState | None:
@@ -72,10 +72,15 @@ def settle(call: ToolCall, name: str, state: RunState, output: OutputSpec | None
     if state.status == "finished":
         answer = child_answer(state, output)
         return ToolFinished(dataclasses.replace(Message.tool_result(call.id, answer, name=call.name), usage=usage))
-    said = f": {last.content}" if last is not None and last.role == "assistant" and last.content else ""
+    said = f": {last.text}" if last is not None and last.role == "assistant" and last.content else ""
     text = f"sub-agent {name!r} ended {state.status} before it finished{said}"
     note = Message.tool_result(call.id, text, name=call.name, is_error=True)
     return ToolFinished(dataclasses.replace(note, usage=usage), "stopped")
+
+
+def child_output(child: Settings, state: RunState) -> OutputSpec | None:
+    """The output type of the agent that drove a child run to its end (after a handoff, that one)."""
+    return ((child.reachable(state.agent) if state.agent else None) or child).output
 
 
 def child_answer(state: RunState, output: OutputSpec | None = None) -> str:
@@ -84,4 +89,4 @@ def child_answer(state: RunState, output: OutputSpec | None = None) -> str:
     if output is not None and (answer := output.answer_in(state.messages)) is not None:
         return answer
     last = state.messages[-1] if state.messages else None
-    return last.content if last is not None else ""
+    return last.text if last is not None else ""

@@ -26,7 +26,7 @@ from . import _crash
 from ._streams import CancelRequested, interleave
 from .budgets import Budget, Parent, cost_of
 from .calls import run_call
-from .children import child_input, finished_child, previous_notebook, settle
+from .children import child_input, child_output, finished_child, previous_notebook, settle
 from .context import Context
 from .events import (
     TERMINAL,
@@ -55,7 +55,8 @@ from .leases import Holder
 from .messages import Message
 from .policy import ask, unique_call_ids
 from .resuming import check_against_store, check_resumable, driver, stored_journal
-from .settings import Input, Observer, Settings, Watcher, instructions_of, labels, model_of
+from .session import continue_session
+from .settings import Input, Observer, Settings, Watcher, instructions_of, labels, model_of, require_deps
 from .state import RunState, args_hash
 from .tools import Tool, missing_deps
 from .turn import Execute, Note, Step, Wait, ended_by, plan, question_text
@@ -76,8 +77,12 @@ class Run:
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
         parent: Parent | None = None,
+        session: str | None = None,
         deps: Any = None,
     ) -> None:
+        if session is not None and (input is None or isinstance(input, RunState)):
+            raise UserError("session= starts a new run of the session: give a task (resume a run by its id or state)")
+        self.session = session
         self.agent = agent  # the agent driving the run now (a handoff changes it)
         self.deps = deps  # handed to tools and dynamic instructions; never persisted
         self.root = agent
@@ -154,7 +159,7 @@ class Run:
                     yield await self.commit(over)
                 continue
             if not reply.tool_calls:
-                yield await self.commit(Finished(reply.content, self.journal.usage))
+                yield await self.commit(Finished(reply.text, self.journal.usage))
                 return
             async for ev in self._act():
                 yield ev
@@ -163,7 +168,7 @@ class Run:
 
     async def _start(self) -> list[Event]:
         self.budget.start_clock(self.agent)
-        self._check_deps()
+        require_deps(self.agent, self.deps)
         input = self.input
         if input is None and self.run_id is not None:
             await self._hold(self.run_id)
@@ -175,7 +180,8 @@ class Run:
             started = await self._new(input)
             await self._hold(started.run_id)
             first = [started]
-        self._check_deps()  # the agent driving a resumed run may be another (a handoff)
+        self.ended = bool(missing_deps(self.agent.tool_list, self.deps))  # then nothing is committed
+        require_deps(self.agent, self.deps)  # the agent driving a resumed run may be another (a handoff)
         out = [await self.commit(ev) for ev in first]
         self.budget.start_counting(self.agent, self.journal)
         return out
@@ -183,6 +189,9 @@ class Run:
     async def _new(self, input: Input) -> RunStarted:
         if input is None:
             raise UserError("give the agent a task (a string or Message), a RunState, or a run_id")
+        if self.session is not None:  # the notebook the session's last run left
+            self.prior, more = await continue_session(self.store, self.session, self.agent.compactor, self.prior)
+            self.meta = {**self.meta, **more}
         if self.run_id and self.store is not None and await self.store.get(self.run_id) is not None:
             raise UserError(f"run {self.run_id!r} already exists in the store; resume it with run_id= alone")
         run_id = self.run_id or uuid.uuid4().hex
@@ -210,12 +219,6 @@ class Run:
         self.agent = driver(state, self.agent, self.root)
         self.journal = journal  # a store's journal already holds its decisions
         return [RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name, model=model_of(self.agent))]
-
-    def _check_deps(self) -> None:
-        """A tool that declares ``Invocation[D]`` needs deps: without them nothing runs or is committed."""
-        if why := missing_deps(self.agent.tool_list, self.deps):
-            self.ended = True  # the run stays as it was
-            raise UserError(why)
 
     async def _hold(self, run_id: str) -> None:
         """Take the run's lease (with a store) and keep renewing it while the run streams."""
@@ -423,7 +426,7 @@ class Run:
         call = step.call
         child_id = f"{self.journal.run_id}/{call.id}"
         if (finished := await finished_child(self.store, child_id)) is not None:  # then its parent was killed
-            yield await self.commit(settle(call, child_agent.name, finished, _output(child_agent, finished)))
+            yield await self.commit(settle(call, child_agent.name, finished, child_output(child_agent, finished)))
             return
         task = await child_input(self.journal, self.store, child_id, str(step.args.get("task", "")), call.id)
         prior = None
@@ -442,7 +445,7 @@ class Run:
         if child.journal.status == "finished" and step.tool.continues:
             self._notebooks[child_id] = child.journal.context  # the next call of this tool goes on from here
         ended = child.snapshot()
-        yield await self.commit(settle(call, child_agent.name, ended, _output(child_agent, ended)))
+        yield await self.commit(settle(call, child_agent.name, ended, child_output(child_agent, ended)))
 
     # -- budgets and answers -----------------------------------------------
 
@@ -455,7 +458,7 @@ class Run:
         """A final answer or terminal tool result already in the notebook (then the run is done)."""
         last = self.journal.context.last()
         if last is not None and last.role == "assistant" and not last.tool_calls:
-            return last.content if self.agent.output is None else None  # typed: a text reply is no answer
+            return last.text if self.agent.output is None else None  # typed: a text reply is no answer
         return self._terminal_output()
 
     def _terminal_output(self) -> str | None:
@@ -491,8 +494,3 @@ _REASONS: dict[str, PauseReason] = {
 
 class _StoreDown(Exception):
     """The store refused a commit: the run stops where its store says it is."""
-
-
-def _output(child: Settings, state: RunState) -> Any:
-    """The output type of the agent that drove a child run to its end (after a handoff, that one)."""
-    return ((child.reachable(state.agent) if state.agent else None) or child).output

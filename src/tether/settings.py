@@ -21,9 +21,9 @@ from .output import OutputSpec
 from .policy import Policy
 from .state import RunState
 from .store import RunStore
-from .tools import Invocation, Tool
+from .tools import Invocation, Tool, missing_deps
 
-__all__ = ["Input", "Observer", "Settings", "Watcher", "instructions_of", "labels", "model_of"]
+__all__ = ["Input", "Observer", "Settings", "Watcher", "instructions_of", "labels", "model_of", "require_deps"]
 
 Input = str | Message | RunState | None
 """What a run starts from: a task, a paused state, or None to resume by run id."""
@@ -87,6 +87,12 @@ def instructions_of(agent: Settings, run_id: str, deps: Any) -> tuple[Message, .
     if callable(text):
         text = text(Invocation(run_id, "", "", deps))
     return (Message.system(text),) if text else ()
+
+
+def require_deps(agent: Settings, deps: Any) -> None:
+    """A tool that declares ``Invocation[D]`` needs deps: without them, :class:`UserError` naming it."""
+    if why := missing_deps(agent.tool_list, deps):
+        raise UserError(why)
 
 
 def labels(meta: Mapping[str, str] | None) -> dict[str, str]:
