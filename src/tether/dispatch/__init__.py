@@ -9,6 +9,10 @@ not lose one for good (a sweeper finds runnable runs without a live lease).
 
 :class:`LocalPool` is the in-process dispatcher: a bounded pool of asyncio
 workers, used by ``tether serve`` and the evaluation harness.
+:class:`~tether.dispatch.procrastinate.ProcrastinateDispatcher` hands runs to
+worker processes (``tether worker``) through a task queue on the store's
+PostgreSQL, and :class:`Sweeper` finds the runs a lost delivery left behind.
+See ``docs/scale.md``.
 
 >>> import asyncio
 >>> from tether import Agent
@@ -39,7 +43,7 @@ from typing import Protocol
 from ..agent import Agent, RunResult
 from ..exceptions import LeaseConflict, StateError, UserError
 
-__all__ = ["Dispatcher", "LocalPool"]
+__all__ = ["Dispatcher", "LocalPool", "Sweeper", "runnable"]
 
 log = logging.getLogger("tether.dispatch")
 
@@ -160,3 +164,6 @@ class LocalPool:
         maybe = self.on_done(run_id, outcome)
         if maybe is not None:
             await maybe
+
+
+from ._sweeper import Sweeper, runnable  # noqa: E402  (it builds on Dispatcher above)
