@@ -351,7 +351,11 @@ class Run:
         while True:
             await asyncio.sleep(ttl / 3)
             with contextlib.suppress(StoreError):  # lost: the next append with it is refused
-                self.lease = await self.store.acquire(self.lease.run_id, self.lease.owner, ttl)
+                renewed = await self.store.acquire(self.lease.run_id, self.lease.owner, ttl)
+                if renewed.token != self.lease.token:  # lost to another worker, then taken back: stay refused
+                    await self.store.release(renewed)
+                    return
+                self.lease = renewed
 
     async def _let_go(self) -> None:
         if self.lease is not None:

@@ -44,7 +44,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from ..events import Paused, RunStarted
+from ..events import Event, Paused, RunStarted
 from ..exceptions import StateError, StoreError
 from ..journal import Journal
 from ..store import RunInfo, RunStore, load_tree
@@ -64,27 +64,32 @@ async def runnable(store: RunStore, run_id: str, info: RunInfo | None = None) ->
     if "/" in run_id:
         return None
     info = info or await store.get(run_id)
-    if info is None or info.status not in LOOK_AT:
+    if info is None or info.status not in LOOK_AT or _held(info):
         return None
-    if info.lease_expires_at is not None and info.lease_expires_at > time.time():
-        return None  # a live worker holds it (or has just let go: it looks again after its lease)
     events = await store.load(run_id)
     first = next((e for e in events if isinstance(e, RunStarted) and not e.resumed), None)
     if first is None:
         return None
     if info.status == "running":
         return first.agent
-    if Journal.of(events).closed:
-        return None
+    return first.agent if await _decided(store, run_id, events) else None
+
+
+def _held(info: RunInfo) -> bool:
+    """A live worker holds the run (or has just let go of it: look again after its lease)."""
+    return info.lease_expires_at is not None and info.lease_expires_at > time.time()
+
+
+async def _decided(store: RunStore, run_id: str, events: list[Event]) -> bool:
+    """A paused run whose open items (in its child runs too) all have a decision."""
+    if Journal.of(events).closed or not any(isinstance(e, Paused) for e in events):
+        return False
     try:
         state = await load_tree(store, run_id)
     except StateError:
-        return None
-    pause = next((e for e in reversed(events) if isinstance(e, Paused)), None)
+        return False
     items = state.items()
-    if pause is None or not items or any(state.decision(p.id) is None for p in items):
-        return None  # a person has something left to decide
-    return first.agent
+    return bool(items) and all(state.decision(p.id) is not None for p in items)
 
 
 class Sweeper:
@@ -93,11 +98,26 @@ class Sweeper:
     def __init__(self, store: RunStore, dispatcher: Dispatcher, *, every: float = 5.0, agents: Iterable[str] = ()):
         self.store, self.dispatcher, self.every = store, dispatcher, every
         self.agents = frozenset(agents)  # only these agents' runs (empty: every agent's)
+        self._agent: dict[str, str] = {}  # run -> the agent its run-started names
+        self._waiting: dict[str, int] = {}  # run -> its length when it was found waiting for a person
 
     async def consider(self, run_id: str, info: RunInfo | None = None) -> bool:
         """Submit ``run_id`` if a worker should advance it now; True if it was submitted."""
-        agent = await runnable(self.store, run_id, info)
-        if agent is None or (self.agents and agent not in self.agents):
+        if "/" in run_id:
+            return False
+        info = info or await self.store.get(run_id)
+        if info is None or info.status not in LOOK_AT or _held(info):
+            return False
+        agent = self._agent.get(run_id)
+        if info.status != "running" and self._waiting.get(run_id) == info.seq:
+            return False  # still waiting for a person, as when we last looked
+        if info.status != "running" or agent is None:
+            agent = await runnable(self.store, run_id, info)
+            if agent is None:
+                self._waiting[run_id] = info.seq
+                return False
+            self._agent[run_id] = agent  # a run's agent never changes: sweeps read no journal again
+        if self.agents and agent not in self.agents:
             return False
         await self.dispatcher.submit(run_id, agent)
         return True
