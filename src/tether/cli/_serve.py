@@ -85,6 +85,9 @@ def serve(apps: tuple[str, ...], store: str, host: str, port: int, workers: int,
             err=True,
         )
         logging.getLogger("tether.serve").warning("listening on %s:%d (not loopback)", host, port)
+    from ..dispatch import tune_gc
+
+    tune_gc()  # a server may hold thousands of runs
     click.echo(f"tether serve: {', '.join(server.agents)} over {store}")
     click.echo(f"inbox: {public}/   sign in with the token in {server.token_hint}")
     uvicorn.run(

@@ -42,6 +42,9 @@ def worker(apps: tuple[str, ...], store: str, concurrency: int, queue_schema: st
     except UserError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    from ..dispatch import tune_gc
+
+    tune_gc()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     click.echo(f"tether worker: {', '.join(dispatcher.agents)} over {_redacted(store)}, {concurrency} at a time")
     asyncio.run(_work(dispatcher, opened, concurrency, sweep_every))
