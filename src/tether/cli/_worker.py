@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import copy
 import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -59,14 +60,15 @@ def _dispatcher(apps: tuple[str, ...], url: str, schema: str, concurrency: int) 
         raise UserError(f"--concurrency must be at least 1, got {concurrency}")
     if not url.startswith(("postgresql://", "postgres://")):
         raise UserError(f"workers share a PostgreSQL store: --store postgresql://..., got {_redacted(url)!r}")
-    opened = open_store(url)
-    agents = {}
+    opened = open_store(url)  # no I/O yet
+    agents: dict[str, Any] = {}
     for spec in apps:
         agent = load_agent(spec)
         agents[agent.name] = copy.copy(agent)  # the worker's copy, on the shared store
         agents[agent.name].store = opened
-    dsn = getattr(opened, "dsn", url)
-    return ProcrastinateDispatcher(dsn, agents, schema=schema), opened
+        if agents[agent.name].signing_key is None and (key := os.environ.get("TETHER_SIGNING_KEY")):
+            agents[agent.name].signing_key = _key_bytes(key)  # the key tether serve signs decisions with
+    return ProcrastinateDispatcher.for_store(url, agents, schema=schema), opened
 
 
 async def _work(dispatcher: Any, store: Any, concurrency: int, sweep_every: float) -> None:
@@ -83,6 +85,14 @@ async def _work(dispatcher: Any, store: Any, concurrency: int, sweep_every: floa
         with contextlib.suppress(Exception):
             await dispatcher.aclose()
         await store.aclose()
+
+
+def _key_bytes(text: str) -> bytes:
+    """``TETHER_SIGNING_KEY`` as tether serve reads it: hex, or else the text itself."""
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        return text.encode()
 
 
 def _redacted(url: str) -> str:

@@ -86,6 +86,21 @@ class ProcrastinateDispatcher:
         self._opened = False
         self.in_flight: set[str] = set()
 
+    @classmethod
+    def for_store(
+        cls, url: str, agents: Mapping[str, Agent] | None = None, *, schema: str = "tether_queue"
+    ) -> ProcrastinateDispatcher:
+        """The queue on the PostgreSQL of the store at ``url`` (``postgresql://...?schema=...``).
+
+        >>> ProcrastinateDispatcher.for_store("postgresql://db/app?schema=desk").dsn
+        'postgresql://db/app'
+        """
+        from ..stores import open_store
+
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise UserError("workers share the store's PostgreSQL: give a postgresql://... store URL")
+        return cls(open_store(url).dsn, agents, schema=schema)  # type: ignore[attr-defined]
+
     # -- lifecycle ---------------------------------------------------------------
 
     async def open(self) -> ProcrastinateDispatcher:

@@ -88,6 +88,8 @@ class PostgresStore:
         rows = [(kind, _jsonb_text(body)) for kind, body in encode_events(events)]
         new_status = status_after("", events) or None  # None: keep the run's status
         new_seq = expected_seq + len(rows)
+        if len(rows) == 1 and expected_seq > 0 and len(run_id.encode()) < _MAX_PAYLOAD:
+            return await self._append_one(run_id, rows[0], expected_seq, new_status, lease)
         async with self._session(f"append to run {run_id!r}", tx=True, run_id=run_id, expected=expected_seq) as conn:
             if lease is not None:
                 await self._check_lease(conn, lease)
@@ -110,6 +112,25 @@ class PostgresStore:
             if len(run_id.encode()) < _MAX_PAYLOAD:  # delivered to listeners when this commits
                 await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, run_id))
         return new_seq
+
+    async def _append_one(
+        self, run_id: str, row: tuple[str, str], expected_seq: int, status: str | None, lease: Lease | None
+    ) -> int:
+        """The hot path (one event on an existing run): lease check, advance, insert and notify in one
+        statement, so one round trip; a refusal is explained by a second look."""
+        kind, body = row
+        owner, token = (lease.owner, lease.token) if lease is not None else (None, None)
+        params = (run_id, owner, token, expected_seq + 1, status, run_id, expected_seq, lease is None,
+                  expected_seq + 1, kind, body, self.channel)  # fmt: skip
+        async with self._session(f"append to run {run_id!r}", run_id=run_id, expected=expected_seq) as conn:
+            cur = await conn.execute(self._sql["append_one"], params)
+            found = await cur.fetchone()
+            if found is not None and found[0] == 1:
+                return expected_seq + 1
+            async with conn.transaction():  # refused: say why, as the general path would
+                if lease is not None:
+                    await self._check_lease(conn, lease)
+                raise conflict(run_id, await self._seq(conn, run_id), expected_seq)
 
     async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
         """Take (or renew) the run's lease for ``ttl`` seconds, on the database's clock."""
@@ -283,6 +304,18 @@ def _statements(schema: Any) -> dict[str, Any]:
         ),
         "insert": q(
             "INSERT INTO {s}.events (run_id, seq, kind, body, created_at) VALUES (%s, %s, %s, %s::jsonb, now())"
+        ),
+        # One event, one statement: the lease (if any) must be the current one (locked against a take-over
+        # until this commits), the run must still be at the expected position; then the event and the
+        # notification. A statement not referenced by the final SELECT would not run: each is counted.
+        "append_one": q(
+            "WITH l AS (SELECT 1 FROM {s}.leases WHERE run_id = %s AND owner = %s AND token = %s FOR SHARE), "
+            "r AS (UPDATE {s}.runs SET seq = %s, status = coalesce(%s, status), updated_at = now() "
+            "WHERE run_id = %s AND seq = %s AND (%s OR EXISTS (SELECT 1 FROM l)) RETURNING run_id), "
+            "e AS (INSERT INTO {s}.events (run_id, seq, kind, body, created_at) "
+            "SELECT r.run_id, %s, %s, %s::jsonb, now() FROM r RETURNING 1), "
+            "n AS (SELECT pg_notify(%s, r.run_id) FROM r) "
+            "SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM n)"
         ),
         "seq": q("SELECT seq FROM {s}.runs WHERE run_id = %s"),
         "load": q("SELECT seq, body FROM {s}.events WHERE run_id = %s ORDER BY seq"),
