@@ -13,17 +13,19 @@ import asyncio
 import dataclasses
 import hashlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from .budgets import check_cost, check_limits
 from .context import Context
-from .cost import Price, price_of
-from .events import Event, Failed, Finished
+from .cost import Price
+from .events import Event
 from .exceptions import UserError
-from .messages import Message, Usage
+from .handoffs import team, transfer_tool
+from .messages import Message
 from .policy import Policy
+from .result import RunResult
 from .run import Observer, Run
-from .state import PendingCall, RunState, Status
+from .state import RunState
 from .store import RunStore
 from .tools import Tool, tool
 
@@ -31,51 +33,6 @@ __all__ = ["Agent", "Approver", "RunResult"]
 
 Approver = Callable[[Tool, dict[str, Any], Context], bool]
 """An agent-wide gate: ``approver(tool, args, context)`` returns True to ask a human."""
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """How a run ended: ``status``, ``output`` (the answer), the notebook and a resumable state.
-
-    ``usage`` adds up every reply of the run (across resumes); ``cost`` is what
-    it cost in US dollars (:mod:`tether.cost`), or None when a model has no price.
-    """
-
-    status: Status
-    output: str | None
-    context: Context
-    state: RunState
-    usage: Usage
-    events: tuple[Event, ...] = field(repr=False)
-    limit: str | None = None
-    error: str | None = None
-    cost: float | None = None
-
-    @property
-    def run_id(self) -> str:
-        return self.state.run_id
-
-    @property
-    def pending(self) -> tuple[PendingCall, ...]:
-        """Every item waiting for a person (when paused), in child runs too, each with its path."""
-        return self.state.items()
-
-    @classmethod
-    def of(cls, run: Run, events: list[Event]) -> RunResult:
-        """The result of ``run`` once its stream of ``events`` is drained."""
-        last = events[-1] if events else None
-        state = run.snapshot()
-        return cls(
-            status=state.status,
-            output=last.output if isinstance(last, Finished) else None,
-            context=run.journal.context,
-            state=state,
-            usage=state.total_usage,
-            events=tuple(events),
-            limit=run.limit,
-            error=last.error if isinstance(last, Failed) else None,
-            cost=run.cost(),
-        )
 
 
 class Agent:
@@ -114,9 +71,9 @@ class Agent:
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
-        _check_limits(max_steps, max_tool_calls, max_tokens, max_seconds)
+        check_limits(max_steps, max_tool_calls, max_tokens, max_seconds)
         self.prices: Mapping[str, Price] = dict(prices or {})
-        _check_cost(max_cost, policy, self.prices)
+        check_cost(max_cost, policy, self.prices)
         if not (isinstance(lease_ttl, int | float) and not isinstance(lease_ttl, bool) and lease_ttl > 0):
             raise UserError(f"lease_ttl must be a positive number of seconds, got {lease_ttl!r}")
         if signing_key is not None and not (isinstance(signing_key, bytes) and len(signing_key) >= 16):
@@ -152,16 +109,9 @@ class Agent:
     @property
     def fingerprint(self) -> str:
         """A hash of the tool definitions of this agent and of every agent it can hand off to."""
-        seen: dict[str, Agent] = {}
-        todo: list[Agent] = [self]
-        while todo:
-            agent = todo.pop()
-            if agent.name not in seen:
-                seen[agent.name] = agent
-                todo.extend(agent.handoffs)
         parts = [
             f"{name}/{t.name}:{t.fingerprint()}" if name != self.name else f"{t.name}:{t.fingerprint()}"
-            for name, agent in seen.items()
+            for name, agent in team(self).items()
             for t in agent.tool_list
         ]
         return hashlib.sha256(",".join(sorted(parts)).encode()).hexdigest()[:16]
@@ -179,7 +129,7 @@ class Agent:
                 raise UserError(f"handoffs must be Agent values, got {agent!r}")
             if any(a.name == agent.name for a in self.handoffs) or agent.name == self.name:
                 raise UserError(f"agent {self.name!r} already hands off to an agent named {agent.name!r}")
-            transfer = _transfer_tool(agent)
+            transfer = transfer_tool(agent)
             if transfer.name in self.tools:
                 raise UserError(f"agent {self.name!r} already has a tool named {transfer.name!r}")
             self.tools[transfer.name] = transfer
@@ -189,16 +139,8 @@ class Agent:
 
     def reachable(self, name: str) -> Agent | None:
         """The agent named ``name`` among this one and those it can hand off to, directly or not."""
-        seen: set[int] = set()
-        todo: list[Agent] = [self]
-        while todo:
-            agent = todo.pop()
-            if agent.name == name:
-                return agent
-            if id(agent) not in seen:
-                seen.add(id(agent))
-                todo.extend(agent.handoffs)
-        return None
+        found: Agent | None = team(self).get(name)
+        return found
 
     # -- entry points ------------------------------------------------------
 
@@ -293,43 +235,3 @@ class Agent:
         contract.setdefault("effect", "idempotent")
         made = tool(name=name or self.name, **contract)(delegate)
         return dataclasses.replace(made, agent=self, continues=continues)
-
-
-def _transfer_tool(target: Agent) -> Tool:
-    def transfer(reason: str = "") -> str:
-        return f"transferred to {target.name}"  # the loop hands the run over once the turn is settled
-
-    about = target.description or (target.instructions or "").split("\n")[0] or f"the {target.name} agent"
-    transfer.__doc__ = (
-        f"Hand this conversation over to {target.name}: {about}\n\n"
-        "Args:\n    reason: why, in a few words (shown to the next agent)."
-    )
-    name = "transfer_to_" + "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in target.name)
-    made = tool(name=name[:64], effect="none")(transfer)
-    return dataclasses.replace(made, handoff=target)
-
-
-def _check_limits(steps: Any, tool_calls: Any, tokens: Any, seconds: Any) -> None:
-    def positive_int(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-    if not positive_int(steps):
-        raise UserError(f"max_steps must be a positive integer, got {steps!r}")
-    for name, v in (("max_tool_calls", tool_calls), ("max_tokens", tokens)):
-        if v is not None and not positive_int(v):
-            raise UserError(f"{name} must be a positive integer or None, got {v!r}")
-    if seconds is not None and not (isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0):
-        raise UserError(f"max_seconds must be a positive number or None, got {seconds!r}")
-
-
-def _check_cost(max_cost: Any, policy: Policy, prices: Mapping[str, Price]) -> None:
-    """A cost budget needs a number and a price for the brain's model, or it could never stop a run."""
-    if not all(isinstance(p, Price) for p in prices.values()):
-        raise UserError(f"prices must map model names to tether.cost.Price values, got {prices!r}")
-    if max_cost is None:
-        return
-    if not (isinstance(max_cost, int | float) and not isinstance(max_cost, bool) and max_cost > 0):
-        raise UserError(f"max_cost must be a positive number of US dollars or None, got {max_cost!r}")
-    model = getattr(policy, "model", None)  # without one, each reply must name its model (Message.model)
-    if isinstance(model, str) and price_of(model, prices) is None:
-        raise UserError(f"max_cost needs the price of model {model!r}: give prices={{{model!r}: Price(...)}}")

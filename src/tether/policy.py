@@ -14,6 +14,7 @@ into ``token`` events.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -140,3 +141,24 @@ def check_model_request(url: str) -> None:
             f"a real model request to {url!r} was blocked: tests must use tether.testing "
             "policies or a loopback server (see tether.testing.block_model_requests)"
         )
+
+
+def unique_call_ids(message: Message, seen: set[str]) -> Message:
+    """``message`` with a fresh id for any call whose id is empty or already used in the run.
+
+    Some servers number calls per reply or repeat ids; one result per call and
+    idempotency keys (``run_id:call_id``) need ids unique within the run.
+    """
+    ids = [c.id for c in message.tool_calls]
+    if all(cid and cid not in seen for cid in ids) and len(set(ids)) == len(ids):
+        return message
+    calls, used = [], set(seen)
+    for c in message.tool_calls:
+        if not c.id or c.id in used:
+            n = len(used)
+            while f"call_{n}" in used:
+                n += 1
+            c = ToolCall(f"call_{n}", c.name, c.arguments)
+        used.add(c.id)
+        calls.append(c)
+    return dataclasses.replace(message, tool_calls=tuple(calls))

@@ -13,15 +13,24 @@ This module holds values only. How committed events fold into a state is
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import json
 import time
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from .exceptions import StateError, StateIncompatible, StateTampered
-from .messages import Message, ToolCall, Usage, check_keys
+from .messages import Message, Usage, check_keys
+from .pending import CallStatus, Decision, PendingCall, Verdict, verdicts_for
+from .strictjson import (
+    args_hash,
+    canonical_json,
+    depth_ok,
+    literal,
+    mac,
+    strict_loads,
+    typed,
+    utf8_size,
+)
 
 __all__ = [
     "MAX_DEPTH",
@@ -44,213 +53,6 @@ MAX_STATE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 100
 """How deeply a state's JSON may nest (tool arguments included)."""
 Status = Literal["running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"]
-CallStatus = Literal["proposed", "awaiting-approval", "awaiting-answer", "started", "delegated"]
-Verdict = Literal["approve", "deny", "retry", "skip", "answer"]
-
-
-def canonical_json(value: Any) -> str:
-    """Deterministic JSON: sorted keys, no spaces, UTF-8 kept.
-
-    >>> canonical_json({"b": 1, "a": [1, 2]})
-    '{"a":[1,2],"b":1}'
-    """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def strict_loads(text: str | bytes) -> Any:
-    """Parse JSON, refusing a duplicate key at any depth (``ValueError``).
-
-    Persisted and signed data must mean one thing to every reader: with
-    duplicates, a first-wins reader would see other values than a last-wins one.
-
-    >>> strict_loads('{"a": 1, "a": 2}')
-    Traceback (most recent call last):
-    ...
-    ValueError: duplicate key 'a'
-    """
-    return _STRICT.decode(text.decode() if isinstance(text, bytes) else text)
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")  # NaN and Infinity: Python accepts them, JSON does not
-
-
-_STRICT = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_not_json)
-
-
-def _utf8_size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _depth_ok(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests no deeper than ``limit`` (walked without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict | list):
-            if depth > limit:
-                return False
-            children = node.values() if isinstance(node, dict) else node
-            stack.extend((child, depth + 1) for child in children)
-    return True
-
-
-def args_hash(arguments: str) -> str:
-    """A hash of a call's arguments, insensitive to key order and spacing.
-
-    >>> args_hash('{"a": 1, "b": 2}') == args_hash('{"b":2,"a":1}')
-    True
-    """
-    try:
-        text = canonical_json(json.loads(arguments))
-    except (ValueError, RecursionError):  # not JSON (or absurdly deep): the text itself
-        text = arguments
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def _mac(key: bytes, payload: Any) -> str:
-    return hmac.new(key, canonical_json(payload).encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
-
-
-def verdicts_for(status: CallStatus) -> tuple[Verdict, ...]:
-    """The verdicts that fit a call: retry/skip once it started, answer a question, approve/deny the rest."""
-    if status == "started":
-        return ("retry", "skip")
-    return ("answer",) if status == "awaiting-answer" else ("approve", "deny")
-
-
-@dataclass(frozen=True, slots=True)
-class PendingCall:
-    """A call of the current turn that has no result yet.
-
-    In a tree of runs (an agent used as a tool), an open item of a child run is
-    listed by the root with ``path``, the ids of the calls that delegated down to
-    it, and ``where``, the names of the agents along the way; ``id`` addresses
-    the item from the root and ``label`` shows it to a person.
-
-    >>> item = PendingCall(ToolCall("c7", "issue_refund", "{}"), path=("c1",), where=("support", "billing"))
-    >>> item.id, item.label
-    ('c1/c7', 'support › billing › issue_refund')
-    """
-
-    call: ToolCall
-    status: CallStatus = "proposed"
-    attempts: int = 0
-    note: str = ""  # why a human is asked, when it is not the plain case (e.g. the gate raised)
-    path: tuple[str, ...] = ()
-    where: tuple[str, ...] = ()
-
-    @property
-    def args_hash(self) -> str:
-        return args_hash(self.call.arguments)
-
-    @property
-    def id(self) -> str:
-        """The item's address from the root run: delegating call ids, then this call's id."""
-        return "/".join((*self.path, self.call.id))
-
-    @property
-    def label(self) -> str:
-        """Where the item waits, for a person: ``support › billing › issue_refund``."""
-        return " › ".join((*self.where, self.call.name))
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"call": self.call.to_dict(), "status": self.status, "attempts": self.attempts}
-        for name in ("note", "path", "where"):
-            if value := getattr(self, name):
-                data[name] = list(value) if isinstance(value, tuple) else value
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Any) -> PendingCall:
-        check_keys(data, _PENDING_KEYS, "pending call")
-        call = ToolCall.from_dict(data["call"])
-        note = _typed(data, "note", str) if "note" in data else ""
-        path, where = (_strings(data, name) for name in ("path", "where"))
-        return cls(call, _literal(data, "status", CallStatus), _typed(data, "attempts", int), note, path, where)
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """A human's answer to one paused call.
-
-    ``approve`` (optionally with edited ``args``), ``deny`` (``message`` is what
-    the model reads), and for a ``once`` call whose outcome is unknown after a
-    crash, ``retry`` or ``skip``. ``args_hash`` is the hash of the arguments the
-    human saw; ``state_seq`` the state version it was made for.
-
-    >>> Decision("run-1", "c1", "deny", "0" * 32, 3, message="too much").verdict
-    'deny'
-    """
-
-    run_id: str
-    call_id: str
-    verdict: Verdict
-    args_hash: str
-    state_seq: int
-    args: dict[str, Any] | None = None
-    message: str = ""
-    by: str = ""
-    expires_at: float | None = None
-    signature: str = ""
-    answer: Any = None  # a question's answer: text or JSON
-
-    def _payload(self) -> dict[str, Any]:
-        data = self.to_dict()
-        data.pop("signature")
-        return data
-
-    def sign(self, key: bytes) -> Decision:
-        return replace(self, signature=_mac(key, self._payload()))
-
-    def verify(self, key: bytes) -> None:
-        if not self.signature or not hmac.compare_digest(self.signature, _mac(key, self._payload())):
-            raise StateTampered(f"decision for call {self.call_id!r} has a bad or missing signature")
-        self.check_expiry()
-
-    def check_expiry(self) -> None:
-        if self.expires_at is not None and time.time() > self.expires_at:
-            raise StateError(f"decision for call {self.call_id!r} has expired")
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {f: getattr(self, f) for f in _DECISION_KEYS_ORDERED}
-        if self.answer is None:  # kept out of decisions that are not answers (older readers know none)
-            del data["answer"]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Decision:
-        try:
-            check_keys(data, _DECISION_KEYS, "decision")
-            if missing := _DECISION_KEYS - set(data) - {"answer"}:
-                raise ValueError(f"missing field(s) {sorted(missing)}")
-            args = data["args"]
-            if args is not None and not isinstance(args, dict):
-                raise ValueError("edited args must be an object")
-            return cls(
-                run_id=_typed(data, "run_id", str),
-                call_id=_typed(data, "call_id", str),
-                verdict=_literal(data, "verdict", Verdict),
-                args_hash=_typed(data, "args_hash", str),
-                state_seq=_typed(data, "state_seq", int),
-                args=args,
-                message=_typed(data, "message", str),
-                by=_typed(data, "by", str),
-                expires_at=_expiry(data["expires_at"]),
-                signature=_typed(data, "signature", str),
-                answer=data.get("answer"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StateError(f"malformed decision: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,11 +232,11 @@ class RunState:
         return data
 
     def sign(self, key: bytes) -> RunState:
-        return replace(self, signature=_mac(key, self._body()))
+        return replace(self, signature=mac(key, self._body()))
 
     def verify(self, key: bytes) -> None:
         """Raise :class:`StateTampered` unless the state and its decisions are signed by ``key``."""
-        if not self.signature or not hmac.compare_digest(self.signature, _mac(key, self._body())):
+        if not self.signature or not hmac.compare_digest(self.signature, mac(key, self._body())):
             raise StateTampered(f"run state {self.run_id!r} has a bad or missing signature")
         self.verify_decisions(key)
 
@@ -493,14 +295,14 @@ class RunState:
         duplicate keys are refused at any depth and nesting is capped at
         :data:`MAX_DEPTH`, so what is verified is what every reader sees.
         """
-        size = len(text) if isinstance(text, bytes) or len(text) * 4 <= max_bytes else _utf8_size(text)
+        size = len(text) if isinstance(text, bytes) or len(text) * 4 <= max_bytes else utf8_size(text)
         if size > max_bytes:
             raise StateError(f"run state is {size} bytes, over the cap of {max_bytes} (max_bytes=)")
         try:
             data = strict_loads(text)
         except (ValueError, RecursionError) as exc:
             raise StateError(f"run state is not valid JSON: {exc}") from None
-        if not _depth_ok(data, MAX_DEPTH):
+        if not depth_ok(data, MAX_DEPTH):
             raise StateError(f"run state nests deeper than {MAX_DEPTH} levels")
         return cls.from_dict(data)
 
@@ -516,21 +318,21 @@ class RunState:
         try:
             check_keys(data, _STATE_KEYS, "run state")
             return cls(
-                run_id=_typed(data, "run_id", str),
-                messages=tuple(Message.from_dict(m) for m in _typed(data, "messages", list)),
-                pending=tuple(PendingCall.from_dict(p) for p in _typed(data, "pending", list)),
-                decisions=tuple(Decision.from_dict(d) for d in _typed(data, "decisions", list)),
-                steps=_typed(data, "steps", int),
-                tool_calls=_typed(data, "tool_calls", int),
-                usage=Usage.from_dict(_typed(data, "usage", dict)),
-                fingerprint=_typed(data, "fingerprint", str),
-                seq=_typed(data, "seq", int),
-                paused_at=_typed(data, "paused_at", int),
-                status=_literal(data, "status", Status),
-                signature=_typed(data, "signature", str),
-                agent=_typed(data, "agent", str) if "agent" in data else "",
-                parent_call=_typed(data, "parent_call", str) if "parent_call" in data else "",
-                children=tuple(cls.from_dict(c) for c in _typed(data, "children", list)) if "children" in data else (),
+                run_id=typed(data, "run_id", str),
+                messages=tuple(Message.from_dict(m) for m in typed(data, "messages", list)),
+                pending=tuple(PendingCall.from_dict(p) for p in typed(data, "pending", list)),
+                decisions=tuple(Decision.from_dict(d) for d in typed(data, "decisions", list)),
+                steps=typed(data, "steps", int),
+                tool_calls=typed(data, "tool_calls", int),
+                usage=Usage.from_dict(typed(data, "usage", dict)),
+                fingerprint=typed(data, "fingerprint", str),
+                seq=typed(data, "seq", int),
+                paused_at=typed(data, "paused_at", int),
+                status=literal(data, "status", Status),
+                signature=typed(data, "signature", str),
+                agent=typed(data, "agent", str) if "agent" in data else "",
+                parent_call=typed(data, "parent_call", str) if "parent_call" in data else "",
+                children=tuple(cls.from_dict(c) for c in typed(data, "children", list)) if "children" in data else (),
             )
         except StateError:
             raise
@@ -539,9 +341,6 @@ class RunState:
 
 
 # Field lists come from the dataclasses, so a new field cannot be forgotten in one of them.
-_DECISION_KEYS_ORDERED = tuple(f.name for f in fields(Decision))
-_DECISION_KEYS = frozenset(_DECISION_KEYS_ORDERED)
-_PENDING_KEYS = frozenset(f.name for f in fields(PendingCall))
 _STATE_KEYS_ORDERED = ("schema_version", *(f.name for f in fields(RunState) if f.name != "schema_version"))
 _STATE_KEYS = frozenset(_STATE_KEYS_ORDERED)
 _OPTIONAL_STATE_KEYS = ("parent_call", "children")
@@ -552,33 +351,4 @@ def _encode(value: Any) -> Any:
         return [v.to_dict() for v in value]
     if isinstance(value, Usage):
         return value.to_dict()
-    return value
-
-
-def _expiry(value: Any) -> float | None:
-    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
-        return value
-    raise TypeError(f"field 'expires_at' must be a number or null, got {type(value).__name__}")
-
-
-def _strings(data: dict[str, Any], key: str) -> tuple[str, ...]:
-    values = data.get(key, [])
-    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise TypeError(f"field {key!r} must be a list of strings")
-    return tuple(values)
-
-
-def _literal(data: dict[str, Any], key: str, closed: Any) -> Any:
-    value = data[key]
-    if value not in get_args(closed):
-        raise ValueError(f"unknown {key} {value!r}")
-    return value
-
-
-def _typed(data: dict[str, Any], key: str, kind: type) -> Any:
-    if key not in data:
-        raise KeyError(f"missing field {key!r}")
-    value = data[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise TypeError(f"field {key!r} must be {kind.__name__}, got {type(value).__name__}")
     return value

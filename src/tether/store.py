@@ -31,23 +31,10 @@ from typing import Protocol
 from .events import ApprovalDecided, Event
 from .exceptions import LeaseConflict, StateError
 from .journal import state_of
+from .leases import Lease, gone
 from .state import Decision, RunState
 
 __all__ = ["Lease", "RunInfo", "RunStore", "load_tree", "record_decisions"]
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A worker's claim on a run: who holds it, its fencing token, until when.
-
-    >>> Lease("r1", "host:123:ab12", 3, 1_700_000_030.0).token
-    3
-    """
-
-    run_id: str
-    owner: str
-    token: int
-    expires_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +134,8 @@ async def _check_waiting(store: RunStore, run: RunState) -> None:
     if run.status not in ("paused", "needs-decision"):
         raise StateError(f"run {run.run_id!r} is {run.status!r}, not waiting for a decision")
     info = await store.get(run.run_id)
-    if info is not None and info.lease_expires_at is not None and info.lease_expires_at > time.time():
+    live = info is not None and info.lease_expires_at is not None and info.lease_expires_at > time.time()
+    if live and info is not None and not gone(info.lease_owner or ""):  # a killed worker holds nothing
         raise LeaseConflict(
             f"run {run.run_id!r} is being advanced by {info.lease_owner!r}: decide once it has paused",
             holder=info.lease_owner,

@@ -30,13 +30,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .context import Context
 from .events import ErrorKind, ToolFinished
 from .exceptions import StateError
 from .messages import Message, ToolCall
 from .state import Decision, PendingCall, strict_loads
 from .tools import ArgumentsInvalid, Tool
 
-__all__ = ["Execute", "Gate", "Note", "Step", "Wait", "plan"]
+__all__ = ["Execute", "Gate", "Note", "Step", "Wait", "ended_by", "plan", "question_text", "turn_results"]
 
 Gate = Callable[[Tool, dict[str, Any]], bool]
 """Whether a call needs a human: the tool and the call's validated arguments -> True to ask.
@@ -171,3 +172,33 @@ def _parse_args(call: ToolCall, tool: Tool) -> dict[str, Any] | Note:
 def note(call: ToolCall, text: str, kind: ErrorKind) -> Note:
     """A note for ``call``: an error result the model reads instead of the tool running."""
     return Note(ToolFinished(Message.tool_result(call.id, text, name=call.name, is_error=True), kind))
+
+
+def turn_results(ctx: Context) -> list[tuple[ToolCall, Message | None]]:
+    """The calls of the turn that just ended (the last reply's), each with its result so far."""
+    results: dict[str | None, Message] = {}
+    i = len(ctx) - 1
+    while i >= 0 and ctx[i].role == "tool":
+        results[ctx[i].tool_call_id] = ctx[i]
+        i -= 1
+    return [(call, results.get(call.id)) for call in (ctx[i].tool_calls if i >= 0 else ())]
+
+
+def ended_by(ctx: Context, tools: Mapping[str, Tool], kind: Literal["terminal", "handoff"]) -> tuple[Tool, str] | None:
+    """The first call of the turn that just ended that succeeded with a terminal (or handoff) tool,
+    with its result: such a call ends the run (or hands it over)."""
+    for call, res in turn_results(ctx):
+        tool = tools.get(call.name)
+        ends = tool is not None and (tool.terminal if kind == "terminal" else tool.handoff is not None)
+        if ends and tool is not None and res is not None and not res.is_error:
+            return tool, res.content
+    return None
+
+
+def question_text(call: ToolCall) -> str:
+    """What a question tool's call asks a person (its ``question`` argument, or the raw arguments)."""
+    try:
+        args = json.loads(call.arguments)
+    except ValueError:
+        return call.arguments
+    return str(args.get("question", call.arguments)) if isinstance(args, dict) else call.arguments

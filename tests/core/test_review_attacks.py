@@ -80,17 +80,48 @@ def test_a_decision_is_refused_while_a_live_worker_holds_the_lease_of_a_paused_r
     asyncio.run(main())
 
 
-def test_a_lease_of_another_pid_namespace_is_never_judged_gone() -> None:
-    from tether import run as run_module
+def test_a_lease_of_another_machine_or_pid_namespace_is_never_judged_gone() -> None:
+    from tether import leases
 
-    me = run_module._owner()
-    host, namespace, _, nonce = me.rsplit(":", 3)
-    assert namespace == run_module._PID_NAMESPACE
-    dead_elsewhere = f"{host}:{int(namespace) + 1}:999999:{nonce}"  # same host name, another namespace
-    assert run_module._gone(dead_elsewhere) is False
-    assert run_module._gone(f"{host}:{namespace}:999999:{nonce}") is True  # dead, and in our namespace
-    assert run_module._gone(me) is True  # our own, and no run of ours holds it
-    assert run_module._gone(f"{host}:999999:{nonce}") is False  # the old three-part form: wait for expiry
+    me = leases.owner()
+    host, machine, _, nonce = me.rsplit(":", 3)
+    namespace, boot = machine.split("-")
+    assert machine == leases._MACHINE
+    other_namespace = f"{host}:{int(namespace) + 1}-{boot}:999999:{nonce}"  # same host name, another namespace
+    other_boot = f"{host}:{namespace}-00000000:999999:{nonce}"  # same name and namespace, another machine
+    assert leases.gone(other_namespace) is False
+    assert leases.gone(other_boot) is False
+    assert leases.gone(f"{host}:{machine}:999999:{nonce}") is True  # dead, and on this machine
+    assert leases.gone(me) is True  # our own, and no run of ours holds it
+    assert leases.gone(f"{host}:999999:{nonce}") is False  # the old three-part form: wait for expiry
+
+
+def test_a_decision_is_recorded_on_a_paused_run_whose_worker_was_killed_holding_its_lease(tmp_path: Path) -> None:
+    """A worker killed -9 right after it paused a run still holds a live lease; it advances nothing."""
+    import subprocess
+    import sys
+
+    from tether import leases
+    from tether.stores.sqlite import SQLiteStore
+
+    @tool(approval=True)
+    def refund(amount: int) -> str:
+        """Refund."""
+        return f"refunded {amount}"
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host, machine, _, nonce = leases.owner().rsplit(":", 3)
+    killed_worker = f"{host}:{machine}:{int(dead.stdout)}:{nonce}"
+
+    async def main() -> str:
+        store = SQLiteStore(str(tmp_path / "runs.db"))
+        agent = Agent(ScriptedModel([Action("refund", {"amount": 5}), "Done."]), [refund], store=store)
+        paused = await agent.run("go", run_id="r1")
+        await store.acquire("r1", killed_worker, ttl=300)  # it paused the run, then died before letting go
+        await record_decisions(store, "r1", lambda s: s.approve(paused.pending[0].id))
+        return (await agent.run(run_id="r1")).output
+
+    assert asyncio.run(main()) == "Done."
 
 
 @pytest.mark.parametrize("arguments", ['{"amount": NaN}', '{"amount": Infinity}', '{"amount": -Infinity}'])

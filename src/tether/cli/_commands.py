@@ -1,4 +1,7 @@
-"""The ``tether`` commands: run, chat, runs, show, approve, deny, retry, skip, resume, cancel.
+"""The ``tether`` command group, and the commands that run agents or show runs: run, chat, resume, runs, show.
+
+The decisions (approve, deny, answer, retry, skip, cancel) are in :mod:`._verdicts`;
+``eval``, ``serve`` and ``mcp`` have modules of their own, registered at the end.
 
 Every command finds its runs through ``--workspace`` (default: the current
 directory) and ``--store`` (default: ``sqlite:///<workspace>/.tether/runs.db``).
@@ -11,7 +14,6 @@ goes through :func:`~tether.cli._render.visible` (or ``json_line``).
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 import time
@@ -20,30 +22,26 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from ..events import Cancelled, Event, RunStarted, to_dict
-from ..exceptions import StateError, TetherError, UserError
+from ..events import Event, RunStarted, to_dict
+from ..exceptions import UserError
 from ..journal import state_of
-from ..state import Decision, RunState
+from ..state import RunState
 from ..store import RunInfo, load_tree
 from ._config import Settings, load_settings, location
 from ._decide import (
-    Choice,
-    check_args_for,
-    check_replacing,
-    described,
     load_state,
     pause_hint,
     pretty_args,
-    record,
     waiting,
 )
 from ._mcp import mcp as mcp_command
-from ._render import PlainRenderer, json_line, make_renderer, visible
+from ._options import handle_errors, model_options, resolve, say, settings_from, store_options
+from ._render import PlainRenderer, json_line, make_renderer
 from ._session import Asker, Outcome, Session
 from ._usage import money, run_cost, steps_report
+from ._verdicts import answer, approve, cancel, deny, retry, skip
 
 F = TypeVar("F", bound=Callable[..., Any])
-DONE = {"approve": "approved", "deny": "denied", "retry": "will retry", "skip": "skipped", "answer": "answered"}
 EXIT = {
     "finished": 0,
     "failed": 1,
@@ -53,83 +51,6 @@ EXIT = {
     "needs-decision": 3,
     "cancelled": 130,
 }
-
-
-def say(text: str, *, err: bool = False) -> None:
-    """Print a line, with any control character in it made visible."""
-    click.echo(visible(text), err=err)
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    say(f"error: {message}", err=True)
-    sys.exit(code)
-
-
-def handle_errors(fn: F) -> F:
-    """Turn what users can get wrong into one line and an exit status, never a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (UserError, StateError) as exc:
-            fail(str(exc), 2)
-        except TetherError as exc:
-            fail(f"{type(exc).__name__}: {exc}", 1)
-        except KeyboardInterrupt:
-            fail("interrupted", 130)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def store_options(fn: F) -> F:
-    fn = click.option(
-        "--store",
-        metavar="URL",
-        help="Run store: sqlite:///PATH, postgresql://..., memory:// [default: sqlite:///<workspace>/.tether/runs.db].",
-    )(fn)
-    return click.option(
-        "--workspace",
-        "-w",
-        metavar="DIR",
-        help="Directory the agent works in and where .tether/ lives [default: current directory].",
-    )(fn)
-
-
-def model_options(fn: F) -> F:
-    options = [
-        click.option(
-            "--model",
-            metavar="MODEL",
-            help="openai:NAME, anthropic:NAME, local[:NAME], scripted:FILE.json or an "
-            "OpenAI-compatible NAME [env TETHER_MODEL; default: the offline local model].",
-        ),
-        click.option(
-            "--base-url", metavar="URL", help="The model's endpoint, e.g. an Ollama server [env TETHER_BASE_URL]."
-        ),
-        click.option(
-            "--api-key-env",
-            metavar="VAR",
-            help="Environment variable holding the API key [default: OPENAI_API_KEY or ANTHROPIC_API_KEY].",
-        ),
-        click.option("--max-steps", type=int, metavar="N", help="Most model turns per run [default: 20]."),
-        click.option(
-            "--unsafe-no-sandbox", is_flag=True, help="Run shell and python commands on the host, WITHOUT isolation."
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
-def settings_from(opts: dict[str, Any]) -> Settings:
-    settings = load_settings(**opts)
-    if settings.unsafe_no_sandbox:
-        click.echo(
-            "warning: --unsafe-no-sandbox: shell and python commands run on this machine without a sandbox",
-            err=True,
-        )
-    return settings
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -362,159 +283,8 @@ def describe_pending(state: RunState) -> str:
     return "\n".join(lines)
 
 
-def replace_option(fn: F) -> F:
-    return click.option(
-        "--replace", is_flag=True, help="Change a decision already recorded for the call (it stands otherwise)."
-    )(fn)
-
-
-# -- deciding ---------------------------------------------------------------------------
-
-
-@cli.command()
-@click.argument("run_id")
-@click.argument("call_ids", nargs=-1)
-@store_options
-@click.option("--args", "args_json", metavar="JSON", help="Approve one call with these arguments instead.")
-@replace_option
-@handle_errors
-def approve(run_id: str, call_ids: tuple[str, ...], args_json: str | None, replace: bool, **opts: Any) -> None:
-    """Approve calls of a paused run (all waiting calls when none are named)."""
-    args = check_args_for(call_ids, args_json)
-
-    def choose(state: RunState) -> list[Choice]:
-        ids = call_ids or tuple(p.id for p in waiting(state) if p.status == "awaiting-approval")
-        if not ids:
-            done = "; ".join(f"{d.call_id} is already {described(d)}" for d in state.decisions)
-            raise UserError(
-                f"run {state.run_id!r} has no call waiting for approval"
-                + (f" ({done}; continue with `tether resume`)" if done else "")
-            )
-        return [Choice(cid, "approve", args=args) for cid in ids]
-
-    decide_command(opts, run_id, choose, replace)
-
-
-@cli.command()
-@click.argument("run_id")
-@click.argument("call_id")
-@store_options
-@click.option("--message", "-m", default="", help="What the model reads as the call's result.")
-@replace_option
-@handle_errors
-def deny(run_id: str, call_id: str, message: str, replace: bool, **opts: Any) -> None:
-    """Deny one call; the model is told (with your message) and carries on."""
-    decide_command(opts, run_id, lambda state: [Choice(call_id, "deny", message=message)], replace)
-
-
-@cli.command()
-@click.argument("run_id")
-@click.argument("item")
-@click.argument("text")
-@store_options
-@click.option("--json", "as_json", is_flag=True, help="TEXT is JSON (for a question with a structured answer).")
-@replace_option
-@handle_errors
-def answer(run_id: str, item: str, text: str, as_json: bool, replace: bool, **opts: Any) -> None:
-    """Answer a question a run asks (``ask_human``); the answer becomes the question's result."""
-    try:
-        value = json.loads(text) if as_json else text
-    except ValueError as exc:
-        raise UserError(f"--json: TEXT is not JSON ({exc})") from None
-    decide_command(opts, run_id, lambda state: [Choice(item, "answer", answer=value)], replace)
-
-
-@cli.command()
-@click.argument("run_id")
-@click.argument("call_id")
-@store_options
-@replace_option
-@handle_errors
-def retry(run_id: str, call_id: str, replace: bool, **opts: Any) -> None:
-    """Run again a call whose outcome is unknown (it was interrupted by a crash)."""
-    decide_command(opts, run_id, lambda state: [Choice(call_id, "retry")], replace)
-
-
-@cli.command()
-@click.argument("run_id")
-@click.argument("call_id")
-@store_options
-@click.option("--message", "-m", default="", help="What the model reads as the call's result.")
-@replace_option
-@handle_errors
-def skip(run_id: str, call_id: str, message: str, replace: bool, **opts: Any) -> None:
-    """Do not run again a call whose outcome is unknown; the model is told."""
-    decide_command(opts, run_id, lambda state: [Choice(call_id, "skip", message=message)], replace)
-
-
-def decide_command(
-    opts: dict[str, Any], run_id: str, choose: Callable[[RunState], list[Choice]], replace: bool
-) -> None:
-    """Record decisions in the store; the run continues on ``tether resume``."""
-    settings = load_settings(**opts)
-    with Session(settings, create=False) as session:
-        rid = resolve(session, run_id)
-        events = session.run(session.store.load(rid))
-        session.check_key(rid, events[0].meta if isinstance(events[0], RunStarted) else {})
-        before = session.run(load_tree(session.store, rid))
-        choices = choose(before)
-        changes = check_replacing(before, choices, replace)
-        state = before
-        if changes:
-            state = session.run(record(session.store, rid, changes, key=session.key, replace=replace))
-    for c in choices:
-        say(decided_line(c, state, before.decision(c.call_id), changed=c in changes))
-    left = waiting(state)
-    if left:
-        say(f"still waiting: {', '.join(p.id for p in left)}")
-    say(f"continue with: tether resume {rid}{location(settings)}")
-
-
-def decided_line(c: Choice, state: RunState, old: Decision | None, *, changed: bool) -> str:
-    """``approved call_1_0: shell {...}``, with what it replaced, or that it changed nothing."""
-    p = state.item(c.call_id)
-    if old is not None and not changed:
-        return f"{p.id} is already {described(old)}: nothing changed"
-    edited = f" with {json.dumps(c.args, sort_keys=True)}" if c.args is not None else ""
-    answered = f" with {json.dumps(c.answer, ensure_ascii=False)}" if c.verdict == "answer" else ""
-    replaced = f" (replaces: {described(old)})" if old is not None else ""
-    return f"{DONE[c.verdict]} {p.id}: {p.label} {p.call.arguments}{edited}{answered}{replaced}"
-
-
-@cli.command()
-@click.argument("run_id")
-@store_options
-@handle_errors
-def cancel(run_id: str, **opts: Any) -> None:
-    """End a paused or failed run for good; nothing waiting in it will run."""
-    with Session(load_settings(**opts), create=False) as session:
-        rid = resolve(session, run_id)
-        state = session.run(load_state(session.store, rid))
-        if state.status in ("finished", "cancelled"):
-            raise UserError(f"run {rid!r} is already {state.status!r}")
-        if state.status == "running":
-            raise UserError(f"run {rid!r} is running; press Ctrl-C in its terminal to cancel it")
-        event = Cancelled("cancelled from the command line", final=True)
-        session.run(session.store.append(rid, [event], expected_seq=state.seq))
-    say(f"cancelled {rid}")
-
-
-def resolve(session: Session, text: str) -> str:
-    """A run id from its full text or a unique prefix."""
-
-    async def find() -> str:
-        if await session.store.get(text) is not None:
-            return text
-        found = [i.run_id for i in await session.store.list_runs(limit=100_000) if i.run_id.startswith(text)]
-        if len(found) == 1:
-            return found[0]
-        if not found:
-            raise UserError(f"no run {text!r} in {session.settings.store_url}")
-        raise UserError(f"{text!r} matches {len(found)} runs; give more of the id")
-
-    return session.run(find())
-
-
+for command in (approve, deny, answer, retry, skip, cancel):
+    cli.add_command(command)
 cli.add_command(mcp_command)  # `tether mcp list`: the MCP servers of the config
 
 # `tether eval` lives in its own module (the evaluation harness's face).

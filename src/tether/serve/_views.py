@@ -26,7 +26,8 @@ from typing import Any, Literal
 from ..agent import Agent
 from ..events import ApprovalDecided, ApprovalRequested, Event, Failed, Finished, Paused, QuestionAsked, RunStarted
 from ..journal import Journal
-from ..state import CallStatus, Decision, PendingCall, RunState, verdicts_for
+from ..pending import CallStatus, Decision, PendingCall, verdicts_for
+from ..state import RunState
 from ..store import RunInfo, RunStore, load_tree
 from ..tools import Tool
 

@@ -1,0 +1,59 @@
+"""Running one tool call: within the run's time, whatever happens written as its result.
+
+:func:`run_call` never raises for what a tool does: a value becomes the result
+text, a timeout or an exception becomes an error note the model reads
+(``ToolFinished.error`` says which kind). Only cancellation propagates.
+
+>>> import asyncio
+>>> from tether.messages import ToolCall
+>>> from tether.tools import tool
+>>> from tether.turn import Execute
+>>> @tool
+... async def halve(n: int) -> float:
+...     return n / 2
+>>> @tool
+... async def boom() -> None:
+...     raise ValueError("no")
+>>> asyncio.run(run_call(Execute(ToolCall("c1", "halve", "{}"), halve, {"n": 3}), "r1", None)).result.content
+'1.5'
+>>> asyncio.run(run_call(Execute(ToolCall("c2", "boom", "{}"), boom, {}), "r1", None)).result.content
+"tool 'boom' failed: ValueError: no"
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from .events import ErrorKind, ToolFinished
+from .messages import Message
+from .tools import Invocation, ToolTimedOut, result_text
+from .turn import Execute
+
+__all__ = ["run_call"]
+
+
+async def run_call(step: Execute, run_id: str, deadline: float | None) -> ToolFinished:
+    """Run ``step``'s tool by ``deadline`` (the event loop's clock); its result, or how it failed."""
+    tool, call = step.tool, step.call
+    invocation = Invocation(run_id, call.id, tool.name)
+    error: ErrorKind | None = None
+    budget = asyncio.timeout_at(deadline) if deadline is not None else None
+    unknown = "" if tool.is_async else "; it runs in a thread and may still finish"
+    try:
+        if budget is None:
+            value = await tool.invoke(step.args, invocation)
+        else:
+            async with budget:
+                value = await tool.invoke(step.args, invocation)
+        text = result_text(value)
+    except ToolTimedOut as exc:
+        text, error = f"{exc}{unknown}", "timeout"
+    except TimeoutError as exc:
+        if budget is None or not budget.expired():  # the tool's own timeout error, not one of ours
+            text, error = f"tool {tool.name!r} failed: TimeoutError: {exc}", "raised"
+        else:
+            text, error = f"tool {tool.name!r} was stopped: the run's time budget ran out{unknown}", "timeout"
+    except Exception as exc:
+        text, error = f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", "raised"
+    result = Message.tool_result(call.id, step.prefix + text, name=tool.name, is_error=error is not None)
+    return ToolFinished(result, error)

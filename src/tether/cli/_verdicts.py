@@ -1,0 +1,156 @@
+"""The commands that record a person's decision on a paused run: approve, deny, answer, retry, skip, cancel.
+
+Each records in the store and says what to run next (``tether resume``); none runs the agent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from ..events import Cancelled, RunStarted
+from ..exceptions import UserError
+from ..state import Decision, RunState
+from ..store import load_tree
+from ._config import load_settings, location
+from ._decide import Choice, check_args_for, check_replacing, described, load_state, record, waiting
+from ._options import handle_errors, replace_option, resolve, say, store_options
+from ._session import Session
+
+__all__ = ["approve", "answer", "cancel", "deny", "retry", "skip"]
+
+DONE = {"approve": "approved", "deny": "denied", "retry": "will retry", "skip": "skipped", "answer": "answered"}
+
+
+# -- deciding ---------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("run_id")
+@click.argument("call_ids", nargs=-1)
+@store_options
+@click.option("--args", "args_json", metavar="JSON", help="Approve one call with these arguments instead.")
+@replace_option
+@handle_errors
+def approve(run_id: str, call_ids: tuple[str, ...], args_json: str | None, replace: bool, **opts: Any) -> None:
+    """Approve calls of a paused run (all waiting calls when none are named)."""
+    args = check_args_for(call_ids, args_json)
+
+    def choose(state: RunState) -> list[Choice]:
+        ids = call_ids or tuple(p.id for p in waiting(state) if p.status == "awaiting-approval")
+        if not ids:
+            done = "; ".join(f"{d.call_id} is already {described(d)}" for d in state.decisions)
+            raise UserError(
+                f"run {state.run_id!r} has no call waiting for approval"
+                + (f" ({done}; continue with `tether resume`)" if done else "")
+            )
+        return [Choice(cid, "approve", args=args) for cid in ids]
+
+    decide_command(opts, run_id, choose, replace)
+
+
+@click.command()
+@click.argument("run_id")
+@click.argument("call_id")
+@store_options
+@click.option("--message", "-m", default="", help="What the model reads as the call's result.")
+@replace_option
+@handle_errors
+def deny(run_id: str, call_id: str, message: str, replace: bool, **opts: Any) -> None:
+    """Deny one call; the model is told (with your message) and carries on."""
+    decide_command(opts, run_id, lambda state: [Choice(call_id, "deny", message=message)], replace)
+
+
+@click.command()
+@click.argument("run_id")
+@click.argument("item")
+@click.argument("text")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="TEXT is JSON (for a question with a structured answer).")
+@replace_option
+@handle_errors
+def answer(run_id: str, item: str, text: str, as_json: bool, replace: bool, **opts: Any) -> None:
+    """Answer a question a run asks (``ask_human``); the answer becomes the question's result."""
+    try:
+        value = json.loads(text) if as_json else text
+    except ValueError as exc:
+        raise UserError(f"--json: TEXT is not JSON ({exc})") from None
+    decide_command(opts, run_id, lambda state: [Choice(item, "answer", answer=value)], replace)
+
+
+@click.command()
+@click.argument("run_id")
+@click.argument("call_id")
+@store_options
+@replace_option
+@handle_errors
+def retry(run_id: str, call_id: str, replace: bool, **opts: Any) -> None:
+    """Run again a call whose outcome is unknown (it was interrupted by a crash)."""
+    decide_command(opts, run_id, lambda state: [Choice(call_id, "retry")], replace)
+
+
+@click.command()
+@click.argument("run_id")
+@click.argument("call_id")
+@store_options
+@click.option("--message", "-m", default="", help="What the model reads as the call's result.")
+@replace_option
+@handle_errors
+def skip(run_id: str, call_id: str, message: str, replace: bool, **opts: Any) -> None:
+    """Do not run again a call whose outcome is unknown; the model is told."""
+    decide_command(opts, run_id, lambda state: [Choice(call_id, "skip", message=message)], replace)
+
+
+def decide_command(
+    opts: dict[str, Any], run_id: str, choose: Callable[[RunState], list[Choice]], replace: bool
+) -> None:
+    """Record decisions in the store; the run continues on ``tether resume``."""
+    settings = load_settings(**opts)
+    with Session(settings, create=False) as session:
+        rid = resolve(session, run_id)
+        events = session.run(session.store.load(rid))
+        session.check_key(rid, events[0].meta if isinstance(events[0], RunStarted) else {})
+        before = session.run(load_tree(session.store, rid))
+        choices = choose(before)
+        changes = check_replacing(before, choices, replace)
+        state = before
+        if changes:
+            state = session.run(record(session.store, rid, changes, key=session.key, replace=replace))
+    for c in choices:
+        say(decided_line(c, state, before.decision(c.call_id), changed=c in changes))
+    left = waiting(state)
+    if left:
+        say(f"still waiting: {', '.join(p.id for p in left)}")
+    say(f"continue with: tether resume {rid}{location(settings)}")
+
+
+def decided_line(c: Choice, state: RunState, old: Decision | None, *, changed: bool) -> str:
+    """``approved call_1_0: shell {...}``, with what it replaced, or that it changed nothing."""
+    p = state.item(c.call_id)
+    if old is not None and not changed:
+        return f"{p.id} is already {described(old)}: nothing changed"
+    edited = f" with {json.dumps(c.args, sort_keys=True)}" if c.args is not None else ""
+    answered = f" with {json.dumps(c.answer, ensure_ascii=False)}" if c.verdict == "answer" else ""
+    replaced = f" (replaces: {described(old)})" if old is not None else ""
+    return f"{DONE[c.verdict]} {p.id}: {p.label} {p.call.arguments}{edited}{answered}{replaced}"
+
+
+@click.command()
+@click.argument("run_id")
+@store_options
+@handle_errors
+def cancel(run_id: str, **opts: Any) -> None:
+    """End a paused or failed run for good; nothing waiting in it will run."""
+    with Session(load_settings(**opts), create=False) as session:
+        rid = resolve(session, run_id)
+        state = session.run(load_state(session.store, rid))
+        if state.status in ("finished", "cancelled"):
+            raise UserError(f"run {rid!r} is already {state.status!r}")
+        if state.status == "running":
+            raise UserError(f"run {rid!r} is running; press Ctrl-C in its terminal to cancel it")
+        event = Cancelled("cancelled from the command line", final=True)
+        session.run(session.store.append(rid, [event], expected_seq=state.seq))
+    say(f"cancelled {rid}")

@@ -1,0 +1,137 @@
+"""Who advances a run: lease owners, and knowing when an owner is gone.
+
+A worker holds a run's lease (:class:`~tether.store.Lease`) while it streams the
+run and renews it in the background. An owner is named
+``host:machine:pid:nonce``: ``machine`` is this boot of this machine and pid
+namespace, so two containers or two hosts that share a hostname never mistake
+each other's processes. A lease whose owner is known to be gone (a run of this
+process that ended, or a process of this machine that no longer exists) may be
+taken over, or decided on, before it expires; anything else may be alive and is
+waited for.
+
+>>> gone(owner())  # a name no run of this process holds
+True
+>>> gone("elsewhere:0-deadbeef:1:ab12cd34")
+False
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from typing import Protocol
+
+from .exceptions import LeaseConflict, StoreError
+
+__all__ = ["Holder", "Lease", "gone", "owner"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's claim on a run: who holds it, its fencing token, until when.
+
+    >>> Lease("r1", "host:123:ab12", 3, 1_700_000_030.0).token
+    3
+    """
+
+    run_id: str
+    owner: str
+    token: int
+    expires_at: float
+
+
+class Leasing(Protocol):
+    """The part of a :class:`~tether.store.RunStore` that hands out leases."""
+
+    async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease: ...
+
+    async def release(self, lease: Lease) -> None: ...
+
+
+_LIVE: set[str] = set()  # the owners of the runs this process is advancing now
+
+
+def owner() -> str:
+    """A lease owner name unique to one run in this process: host, machine, pid and a nonce."""
+    return f"{socket.gethostname()}:{_MACHINE}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _machine() -> str:
+    """This pid namespace on this boot of this machine ("?" when unknown: never judged gone)."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip().replace("-", "")[:8]
+    except OSError:
+        return "?"
+    return f"{namespace}-{boot}"
+
+
+_MACHINE = _machine()
+
+
+def gone(name: str) -> bool:
+    """Whether the owner ``name`` is known to be gone (then its lease need not be waited out)."""
+    parts = name.rsplit(":", 3)
+    if len(parts) != 4 or _MACHINE == "?" or not parts[2].isdigit():
+        return False
+    host, machine, pid = parts[0], parts[1], int(parts[2])
+    if host != socket.gethostname() or machine != _MACHINE:
+        return False
+    if pid == os.getpid():
+        return name not in _LIVE
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists (another user's process): not ours to judge
+    return False
+
+
+class Holder:
+    """Holds one run's lease while the run streams: takes it, renews it, lets it go."""
+
+    def __init__(self, store: Leasing, ttl: float) -> None:
+        self.store, self.ttl = store, ttl
+        self.lease: Lease | None = None
+        self._renewal: asyncio.Task[None] | None = None
+
+    async def take(self, run_id: str) -> None:
+        """Take the lease (from an owner known to be gone, if need be), then keep renewing it."""
+        me = owner()
+        try:
+            self.lease = await self.store.acquire(run_id, me, self.ttl)
+        except LeaseConflict as exc:
+            if exc.holder is None or not gone(exc.holder):
+                raise
+            self.lease = await self.store.acquire(run_id, me, self.ttl, take_over=exc.holder)
+        _LIVE.add(me)
+        self._renewal = asyncio.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        assert self.lease is not None
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            with contextlib.suppress(StoreError):  # lost: the next append with it is refused
+                renewed = await self.store.acquire(self.lease.run_id, self.lease.owner, self.ttl)
+                if renewed.token != self.lease.token:  # lost to another worker, then taken back: stay refused
+                    await self.store.release(renewed)
+                    return
+                self.lease = renewed
+
+    async def let_go(self) -> None:
+        if self.lease is not None:
+            _LIVE.discard(self.lease.owner)
+        if self._renewal is not None:
+            self._renewal.cancel()
+            # wait() does not raise the renewal's CancelledError, so a cancellation of this task
+            # arriving meanwhile still propagates (suppressing it here lost it: LocalPool.aclose hung).
+            await asyncio.wait([self._renewal])
+        if self.lease is not None:
+            with contextlib.suppress(StoreError, OSError):  # it expires by itself anyway
+                await self.store.release(self.lease)

@@ -1,0 +1,165 @@
+"""An open call and a person's answer to it: the two values a pause is made of.
+
+A :class:`PendingCall` is a call of the current turn with no result yet (in a
+run tree, an open item of a child run, addressed by its path). A
+:class:`Decision` is a person's answer to one, bound to the run, the call id, a
+hash of the exact arguments they were shown and the state version; signed with
+the run's key when it has one.
+
+>>> verdicts_for("started"), verdicts_for("awaiting-answer")
+(('retry', 'skip'), ('answer',))
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from .exceptions import StateError, StateTampered
+from .messages import ToolCall, check_keys
+from .strictjson import args_hash, expiry, literal, mac, strings, typed
+
+__all__ = ["CallStatus", "Decision", "PendingCall", "Verdict", "verdicts_for"]
+
+CallStatus = Literal["proposed", "awaiting-approval", "awaiting-answer", "started", "delegated"]
+Verdict = Literal["approve", "deny", "retry", "skip", "answer"]
+
+
+def verdicts_for(status: CallStatus) -> tuple[Verdict, ...]:
+    """The verdicts that fit a call: retry/skip once it started, answer a question, approve/deny the rest."""
+    if status == "started":
+        return ("retry", "skip")
+    return ("answer",) if status == "awaiting-answer" else ("approve", "deny")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A call of the current turn that has no result yet.
+
+    In a tree of runs (an agent used as a tool), an open item of a child run is
+    listed by the root with ``path``, the ids of the calls that delegated down to
+    it, and ``where``, the names of the agents along the way; ``id`` addresses
+    the item from the root and ``label`` shows it to a person.
+
+    >>> item = PendingCall(ToolCall("c7", "issue_refund", "{}"), path=("c1",), where=("support", "billing"))
+    >>> item.id, item.label
+    ('c1/c7', 'support › billing › issue_refund')
+    """
+
+    call: ToolCall
+    status: CallStatus = "proposed"
+    attempts: int = 0
+    note: str = ""  # why a human is asked, when it is not the plain case (e.g. the gate raised)
+    path: tuple[str, ...] = ()
+    where: tuple[str, ...] = ()
+
+    @property
+    def args_hash(self) -> str:
+        return args_hash(self.call.arguments)
+
+    @property
+    def id(self) -> str:
+        """The item's address from the root run: delegating call ids, then this call's id."""
+        return "/".join((*self.path, self.call.id))
+
+    @property
+    def label(self) -> str:
+        """Where the item waits, for a person: ``support › billing › issue_refund``."""
+        return " › ".join((*self.where, self.call.name))
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"call": self.call.to_dict(), "status": self.status, "attempts": self.attempts}
+        for name in ("note", "path", "where"):
+            if value := getattr(self, name):
+                data[name] = list(value) if isinstance(value, tuple) else value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> PendingCall:
+        check_keys(data, _PENDING_KEYS, "pending call")
+        call = ToolCall.from_dict(data["call"])
+        note = typed(data, "note", str) if "note" in data else ""
+        path, where = (strings(data, name) for name in ("path", "where"))
+        return cls(call, literal(data, "status", CallStatus), typed(data, "attempts", int), note, path, where)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A human's answer to one paused call.
+
+    ``approve`` (optionally with edited ``args``), ``deny`` (``message`` is what
+    the model reads), and for a ``once`` call whose outcome is unknown after a
+    crash, ``retry`` or ``skip``. ``args_hash`` is the hash of the arguments the
+    human saw; ``state_seq`` the state version it was made for.
+
+    >>> Decision("run-1", "c1", "deny", "0" * 32, 3, message="too much").verdict
+    'deny'
+    """
+
+    run_id: str
+    call_id: str
+    verdict: Verdict
+    args_hash: str
+    state_seq: int
+    args: dict[str, Any] | None = None
+    message: str = ""
+    by: str = ""
+    expires_at: float | None = None
+    signature: str = ""
+    answer: Any = None  # a question's answer: text or JSON
+
+    def _payload(self) -> dict[str, Any]:
+        data = self.to_dict()
+        data.pop("signature")
+        return data
+
+    def sign(self, key: bytes) -> Decision:
+        return replace(self, signature=mac(key, self._payload()))
+
+    def verify(self, key: bytes) -> None:
+        if not self.signature or not hmac.compare_digest(self.signature, mac(key, self._payload())):
+            raise StateTampered(f"decision for call {self.call_id!r} has a bad or missing signature")
+        self.check_expiry()
+
+    def check_expiry(self) -> None:
+        if self.expires_at is not None and time.time() > self.expires_at:
+            raise StateError(f"decision for call {self.call_id!r} has expired")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f: getattr(self, f) for f in _DECISION_KEYS_ORDERED}
+        if self.answer is None:  # kept out of decisions that are not answers (older readers know none)
+            del data["answer"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Decision:
+        try:
+            check_keys(data, _DECISION_KEYS, "decision")
+            if missing := _DECISION_KEYS - set(data) - {"answer"}:
+                raise ValueError(f"missing field(s) {sorted(missing)}")
+            args = data["args"]
+            if args is not None and not isinstance(args, dict):
+                raise ValueError("edited args must be an object")
+            return cls(
+                run_id=typed(data, "run_id", str),
+                call_id=typed(data, "call_id", str),
+                verdict=literal(data, "verdict", Verdict),
+                args_hash=typed(data, "args_hash", str),
+                state_seq=typed(data, "state_seq", int),
+                args=args,
+                message=typed(data, "message", str),
+                by=typed(data, "by", str),
+                expires_at=expiry(data["expires_at"]),
+                signature=typed(data, "signature", str),
+                answer=data.get("answer"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"malformed decision: {exc}") from None
+
+
+# Field lists come from the dataclasses, so a new field cannot be forgotten in one of them.
+_DECISION_KEYS_ORDERED = tuple(f.name for f in fields(Decision))
+_DECISION_KEYS = frozenset(_DECISION_KEYS_ORDERED)
+_PENDING_KEYS = frozenset(f.name for f in fields(PendingCall))

@@ -1,0 +1,86 @@
+"""What the loop reads from the agent it runs, and who may watch a run.
+
+:class:`Settings` is the loop's view of an :class:`~tether.agent.Agent`: the
+loop (:mod:`tether.run`) depends on this shape, not on the class, so the agent
+is configuration and the run is behaviour. :class:`Observer` and
+:class:`Watcher` are how telemetry (or anything else) sees each committed event
+of a run without being part of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from .context import Context
+from .cost import Price
+from .events import Event
+from .exceptions import UserError
+from .messages import Message
+from .policy import Policy
+from .state import RunState
+from .store import RunStore
+from .tools import Tool
+
+__all__ = ["Input", "Observer", "Settings", "Watcher", "labels", "model_of"]
+
+Input = str | Message | RunState | None
+"""What a run starts from: a task, a paused state, or None to resume by run id."""
+
+
+class Settings(Protocol):
+    """What the loop reads from the agent it runs (an :class:`~tether.agent.Agent`)."""
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    def reachable(self, name: str) -> Settings | None: ...
+
+    name: str
+    instructions: str | None
+    policy: Policy
+    tools: dict[str, Tool]
+    tool_list: tuple[Tool, ...]
+    ends_turns: bool  # some tool is terminal or hands the run over
+    max_steps: int
+    max_tool_calls: int | None
+    max_tokens: int | None
+    max_seconds: float | None
+    max_cost: float | None
+    prices: Mapping[str, Price]
+    store: RunStore | None
+    signing_key: bytes | None
+    approver: Callable[[Tool, dict[str, Any], Context], bool] | None
+    compactor: Callable[[Context], Context] | None
+    lease_ttl: float
+    observers: tuple[Observer, ...]
+
+
+class Watcher(Protocol):
+    """Watches one run: sees each event right after it is committed, then ``close()`` when the
+    run's stream ends, however it ends (even without a closing event: a crash, a lost lease)."""
+
+    def event(self, ev: Event) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Observer(Protocol):
+    """Watches the runs of an agent (``Agent(observers=[...])``): one :class:`Watcher` per run,
+    e.g. :class:`tether.telemetry.Tracing`."""
+
+    def watch(self, agent: Settings) -> Watcher: ...
+
+
+def model_of(agent: Settings) -> str:
+    """The model name of an agent's brain, when it has one (``policy.model``)."""
+    model = getattr(agent.policy, "model", None)
+    return model if isinstance(model, str) else ""
+
+
+def labels(meta: Mapping[str, str] | None) -> dict[str, str]:
+    """A run's labels (``meta``), checked: strings to strings."""
+    found = dict(meta or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in found.items()):
+        raise UserError(f"meta must map strings to strings, got {found!r}")
+    return found
