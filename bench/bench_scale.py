@@ -15,8 +15,10 @@ configuration runs in a fresh process, so its RSS is its own.
   of the rate at 100.
 * ``+gc``: with :func:`tether.dispatch.tune_gc`, as ``tether worker`` and
   ``tether serve`` run; ``memstore`` is the in-memory store.
-* With a store: the same on SQLite (a file in a temporary directory) and on
-  PostgreSQL (``TETHER_PG_DSN``, a schema of its own, dropped afterwards).
+* With a store: the same on SQLite (one connection) and on PostgreSQL (8
+  connections, as ``tether worker`` opens, so calls of different runs overlap):
+  SQLite in a temporary directory, PostgreSQL at ``TETHER_PG_DSN`` in a schema
+  of its own, dropped afterwards.
 
 Run: python bench/bench_scale.py [--quick] [--stores memory,sqlite,postgres]
 (prints tables; nothing here is a test). ``--one KIND N STORE`` runs one cell.
@@ -84,7 +86,7 @@ async def open_store(kind: str, tmp: str) -> tuple[Any, Any]:
     from tether.stores.postgres import PostgresStore
 
     schema = f"bench_scale_{uuid.uuid4().hex[:8]}"
-    return await PostgresStore.connect(PG_DSN, schema=schema), schema
+    return await PostgresStore.connect(PG_DSN, schema=schema, connections=8), schema
 
 
 async def drop(schema: str | None) -> None:

@@ -60,6 +60,8 @@ def _dispatcher(apps: tuple[str, ...], url: str, schema: str, concurrency: int) 
         raise UserError(f"--concurrency must be at least 1, got {concurrency}")
     if not url.startswith(("postgresql://", "postgres://")):
         raise UserError(f"workers share a PostgreSQL store: --store postgresql://..., got {_redacted(url)!r}")
+    if "connections=" not in url:  # runs of one worker commit side by side, up to 8 connections
+        url += f"{'&' if '?' in url else '?'}connections={min(8, concurrency)}"
     opened = open_store(url)  # no I/O yet
     agents: dict[str, Any] = {}
     for spec in apps:

@@ -59,24 +59,30 @@ class PostgresStore:
     created or migrated) on first use, or at once with :meth:`connect`.
     """
 
-    def __init__(self, dsn: str, *, schema: str = "tether") -> None:
+    def __init__(self, dsn: str, *, schema: str = "tether", connections: int = 1) -> None:
         self._pg = _psycopg()
         if not schema or "\x00" in schema:
             raise UserError(f"invalid PostgreSQL schema name {schema!r}")
         self.dsn = dsn
         self.schema = schema
         self.version = 0
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._lock = asyncio.Lock()
+        if not isinstance(connections, int) or connections < 1:
+            raise UserError(f"connections must be a positive integer, got {connections!r}")
+        self.connections = connections
+        self._conn: psycopg.AsyncConnection[Any] | None = None  # the connection opened last
+        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        self._open: set[psycopg.AsyncConnection[Any]] = set()
+        self._slots = asyncio.Semaphore(connections)  # each call has a connection to itself
+        self._lock = asyncio.Lock()  # the schema is migrated once
         self._sql = _statements(self._pg.sql.Identifier(schema))
         self.channel = "tether_changes_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
 
     @classmethod
-    async def connect(cls, dsn: str, *, schema: str = "tether") -> PostgresStore:
+    async def connect(cls, dsn: str, *, schema: str = "tether", connections: int = 1) -> PostgresStore:
         """A store whose connection is open and whose schema is up to date."""
-        store = cls(dsn, schema=schema)
-        async with store._lock:
-            await store._connection()
+        store = cls(dsn, schema=schema, connections=connections)
+        async with store._session("connect"):
+            pass
         return store
 
     # -- the RunStore protocol -------------------------------------------
@@ -197,8 +203,9 @@ class PostgresStore:
 
     async def aclose(self) -> None:
         """Close the connection; a later call would open a new one."""
-        async with self._lock:
-            await self._drop()
+        conns, self._open, self._idle, self._conn = list(self._open), set(), [], None
+        for conn in conns:
+            await conn.close()
 
     async def __aenter__(self) -> PostgresStore:
         return self
@@ -212,32 +219,42 @@ class PostgresStore:
     # -- connection and transactions ---------------------------------------
 
     async def _connection(self) -> psycopg.AsyncConnection[Any]:
-        if self._conn is not None and not self._conn.closed:
-            return self._conn
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn
+            self._open.discard(conn)
         try:
             conn: psycopg.AsyncConnection[Any] = await self._pg.AsyncConnection.connect(self.dsn, autocommit=True)
         except self._pg.Error as exc:
             raise StoreError(f"cannot connect to PostgreSQL: {exc}") from exc
         try:
-            self.version = await migrate_postgres(conn, self.schema)
+            async with self._lock:
+                if not self.version:
+                    self.version = await migrate_postgres(conn, self.schema)
         except BaseException:
             await conn.close()
             raise
+        self._open.add(conn)
         self._conn = conn
         return conn
 
-    async def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+    async def _drop(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
         if conn is not None:
+            self._open.discard(conn)
             await conn.close()
 
     @asynccontextmanager
     async def _session(
         self, what: str, *, tx: bool = False, run_id: str = "", expected: int = 0
     ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """The store's connection, alone (in one transaction if ``tx``); psycopg errors become StoreError."""
+        """A connection to this call alone (in one transaction if ``tx``); psycopg errors become StoreError.
+
+        With ``connections=N``, up to N calls (of different runs) talk to the server at once.
+        """
         pg = self._pg
-        async with self._lock:
+        async with self._slots:
+            conn = None
             try:
                 conn = await self._connection()
                 if tx:
@@ -251,12 +268,17 @@ class PostgresStore:
                     f"run {run_id!r} already has an event after #{expected}: another worker advanced it"
                 ) from exc
             except pg.Error as exc:
-                if isinstance(exc, pg.OperationalError) or _broken(self._conn):
-                    await self._drop()
+                if isinstance(exc, pg.OperationalError) or _broken(conn):
+                    await self._drop(conn)
+                    conn = None
                 raise StoreError(f"PostgreSQL store could not {what}: {exc}") from exc
             except asyncio.CancelledError:
-                await self._drop()  # closing aborts whatever the server was doing for us
+                await self._drop(conn)  # closing aborts whatever the server was doing for us
+                conn = None
                 raise
+            finally:
+                if conn is not None and conn in self._open:
+                    self._idle.append(conn)
 
     async def _check_lease(self, conn: psycopg.AsyncConnection[Any], lease: Lease) -> None:
         current = await self._lease(conn, lease.run_id, lock=True)
