@@ -23,6 +23,7 @@ Run: python bench/bench_engines.py [--quick]   (prints tables; nothing here is a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -111,10 +112,8 @@ def celery_worker(store_url: str, queue: str, concurrency: int) -> None:
     @app.task(name="tether.advance")
     def advance(run_id: str, name: str) -> None:
         async def go() -> None:
-            try:
+            with contextlib.suppress(LeaseConflict, StateError):  # a duplicate: harmless
                 await agent.run(run_id=run_id)
-            except (LeaseConflict, StateError):
-                pass
 
         asyncio.run_coroutine_threadsafe(go(), loop).result()
 
@@ -140,7 +139,8 @@ class Cell:
         env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{HERE}"}
         if self.engine == "procrastinate":
             cmd = [sys.executable, "-m", "tether", "worker", "bench_engines:make_agent", "--store", self.store_url,
-                   "--concurrency", str(self.concurrency), "--queue-schema", self.queue, "--sweep-every", "1"]  # fmt: skip
+                   "--concurrency", str(self.concurrency), "--queue-schema", self.queue,
+                   "--sweep-every", "1"]  # fmt: skip
         else:
             cmd = [sys.executable, __file__, "--celery-worker", self.store_url, self.queue, str(self.concurrency)]
         proc = subprocess.Popen(cmd, env=env, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+
 from durability.conftest import _admin, pg_url
 from durability.harness import PG_DSN
 

@@ -25,7 +25,6 @@ from typing import Any
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # tests/, for durability.*
 
 from durability.worker import Ledger, Oracle, TrackedStore, build_agent  # noqa: E402
-
 from tether import Event  # noqa: E402
 from tether.dispatch.procrastinate import ProcrastinateDispatcher  # noqa: E402
 from tether.store import Lease  # noqa: E402

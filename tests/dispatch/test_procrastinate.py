@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from durability.harness import PG_DSN
 
+from durability.harness import PG_DSN
 from tether import Action, Agent, Message, ProviderError, RunStarted, record_decisions, tool
 from tether.dispatch.procrastinate import ProcrastinateDispatcher
 from tether.stores.postgres import PostgresStore

@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
+
 from durability.conftest import pg_url
 from durability.harness import PG_DSN
-
 from tether import Action, Agent, FunctionPolicy, UserError, tool
 from tether.dispatch.procrastinate import ProcrastinateDispatcher
 from tether.serve import Server

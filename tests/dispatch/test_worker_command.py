@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from durability.conftest import pg_url
 from durability.harness import PG_DSN
-
 from tether import Message, RunStarted
 from tether.dispatch.procrastinate import ProcrastinateDispatcher
 from tether.stores.postgres import PostgresStore
@@ -52,7 +52,7 @@ async def test_the_worker_command_advances_queued_runs_and_stops_on_sigterm(
                   "--concurrency", "4", "--sweep-every", "1", cwd=tmp_path)  # fmt: skip
     store = await PostgresStore.connect(PG_DSN, schema=store_schema)
     try:
-        from app import desk  # type: ignore[import-not-found]  # noqa: F401  (only for its fingerprint below)
+        from app import desk  # type: ignore[import-not-found]
     except ImportError:
         sys.path.insert(0, str(tmp_path))
         from app import desk  # type: ignore[import-not-found]

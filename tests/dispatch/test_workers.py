@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from durability.conftest import pg_url
 from durability.harness import PG_DSN, Lab, Story, judge, reference
 from durability.soak import in_turns, random_call
 from durability.worker import Ledger, Oracle, Plan, build_agent, read_oracle, record_decisions, task_text
-
 from tether import LeaseConflict, Message, RunStarted, StateError
 from tether.dispatch.procrastinate import ProcrastinateDispatcher
 from tether.stores.postgres import PostgresStore

@@ -206,15 +206,14 @@ class ProcrastinateDispatcher:
 
         pc = _procrastinate()
         lock = int.from_bytes(hashlib.sha256(self.schema.encode()).digest()[:7], "big")
-        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
-                await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-                await conn.execute(f'SET LOCAL search_path TO "{self.schema}"')
-                cur = await conn.execute("SELECT to_regclass('procrastinate_jobs')")
-                row = await cur.fetchone()
-                if row is None or row[0] is None:
-                    await conn.execute(pc.schema.SchemaManager.get_schema())
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            await conn.execute(f'SET LOCAL search_path TO "{self.schema}"')
+            cur = await conn.execute("SELECT to_regclass('procrastinate_jobs')")
+            row = await cur.fetchone()
+            if row is None or row[0] is None:
+                await conn.execute(pc.schema.SchemaManager.get_schema())
 
 
 def _provider_failed(result: RunResult) -> bool:

@@ -220,10 +220,10 @@ class PostgresStore:
 
     async def _connection(self) -> psycopg.AsyncConnection[Any]:
         while self._idle:
-            conn = self._idle.pop()
-            if not conn.closed:
-                return conn
-            self._open.discard(conn)
+            idle = self._idle.pop()
+            if not idle.closed:
+                return idle
+            self._open.discard(idle)
         try:
             conn: psycopg.AsyncConnection[Any] = await self._pg.AsyncConnection.connect(self.dsn, autocommit=True)
         except self._pg.Error as exc:
