@@ -124,11 +124,15 @@ class Sweeper:
 
     async def sweep(self) -> list[str]:
         """Look at every run that may need a worker; the ids of those submitted."""
-        found = []
+        found, seen = [], set()
         for status in LOOK_AT:
             for info in await self.store.list_runs(status, limit=1_000_000):
+                seen.add(info.run_id)
                 if await self.consider(info.run_id, info):
                     found.append(info.run_id)
+        for memo in (self._agent, self._waiting):  # forget runs that ended (the memo stays this size)
+            for run_id in set(memo) - seen:
+                del memo[run_id]
         return found
 
     async def run(self) -> None:
