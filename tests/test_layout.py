@@ -24,17 +24,20 @@ CORE = {
     "children",
     "context",
     "cost",
+    "docstrings",
     "events",
     "exceptions",
     "handoffs",
     "journal",
     "leases",
     "messages",
+    "parts",
     "pending",
     "policy",
     "result",
     "resuming",
     "run",
+    "session",
     "settings",
     "state",
     "store",
@@ -157,8 +160,9 @@ def test_there_is_no_import_cycle() -> None:
 
 def test_the_core_imports_in_the_order_of_its_data_flow() -> None:
     order = [
-        "strictjson", "messages", "cost", "context", "tools", "policy", "pending", "state", "events", "journal",
-        "leases", "store", "turn", "calls", "settings", "children", "budgets", "resuming", "run", "result", "handoffs", "agent",
+        "strictjson", "parts", "messages", "cost", "context", "docstrings", "tools", "policy", "pending", "state",
+        "events", "journal", "leases", "store", "session", "turn", "calls", "settings", "children", "budgets",
+        "resuming", "run", "result", "handoffs", "agent",
     ]  # fmt: skip
     edges = graph()
     for i, name in enumerate(order):

@@ -58,6 +58,7 @@ from .exceptions import (
 )
 from .journal import replay, state_of
 from .messages import Message, Reasoning, ToolCall, Usage
+from .parts import File, Image, Text
 from .policy import Action, FunctionPolicy, Policy
 from .state import Decision, PendingCall, RunState
 from .store import RunInfo, RunStore, record_decisions
@@ -79,9 +80,11 @@ __all__ = [
     "Decision",
     "Event",
     "Failed",
+    "File",
     "Finished",
     "FunctionPolicy",
     "HandedOff",
+    "Image",
     "Invocation",
     "LeaseConflict",
     "LimitReached",
@@ -109,6 +112,7 @@ __all__ = [
     "StateTampered",
     "StoreError",
     "TetherError",
+    "Text",
     "Token",
     "tool",
     "Tool",

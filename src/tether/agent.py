@@ -152,6 +152,7 @@ class Agent:
         run_id: str | None = None,
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
+        session: str | None = None,
     ) -> AsyncIterator[Event]:
         """Run the loop, yielding each event as it happens.
 
@@ -160,9 +161,10 @@ class Agent:
         from the agent's store and resumed. Setting ``cancel`` ends the run at
         the next step with a ``cancelled`` event, cancelling running tools.
         ``meta`` labels a new run (kept in its ``run-started`` event; never put
-        secrets there).
+        secrets there). ``session`` names a conversation in the agent's store:
+        the new run starts from the notebook its last run left (:mod:`tether.session`).
         """
-        return Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta).events()
+        return Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta, session=session).events()
 
     async def run(
         self,
@@ -172,9 +174,10 @@ class Agent:
         run_id: str | None = None,
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
+        session: str | None = None,
     ) -> RunResult:
         """Run to the end (or a pause) and return the :class:`RunResult`."""
-        run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta)
+        run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta, session=session)
         events = [ev async for ev in run.events()]
         return RunResult.of(run, events)
 
@@ -185,6 +188,7 @@ class Agent:
         context: Context | None = None,
         run_id: str | None = None,
         meta: Mapping[str, str] | None = None,
+        session: str | None = None,
     ) -> RunResult:
         """:meth:`run` for synchronous code (starts its own event loop).
 
@@ -193,7 +197,7 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta))
+            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, session=session))
         raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
 
     def as_tool(

@@ -23,9 +23,11 @@ text, a timeout or an exception becomes an error note the model reads
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from .events import ErrorKind, ToolFinished
 from .messages import Message
+from .parts import PART_TYPES, Part, Text
 from .tools import Invocation, ToolTimedOut, result_text
 from .turn import Execute
 
@@ -45,7 +47,7 @@ async def run_call(step: Execute, run_id: str, deadline: float | None) -> ToolFi
         else:
             async with budget:
                 value = await tool.invoke(step.args, invocation)
-        text = result_text(value)
+        text = result_content(value, step.prefix)
     except ToolTimedOut as exc:
         text, error = f"{exc}{unknown}", "timeout"
     except TimeoutError as exc:
@@ -55,5 +57,33 @@ async def run_call(step: Execute, run_id: str, deadline: float | None) -> ToolFi
             text, error = f"tool {tool.name!r} was stopped: the run's time budget ran out{unknown}", "timeout"
     except Exception as exc:
         text, error = f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", "raised"
-    result = Message.tool_result(call.id, step.prefix + text, name=tool.name, is_error=error is not None)
+    if error is not None:
+        text = step.prefix + text
+    result = Message.tool_result(call.id, text, name=tool.name, is_error=error is not None)
     return ToolFinished(result, error)
+
+
+_PART_CLASSES = frozenset(PART_TYPES)
+
+
+def result_content(value: Any, prefix: str = "") -> str | tuple[Part, ...]:
+    """How a tool's return value is written into the notebook: text, or parts when it returned any.
+
+    A tool may return an :class:`~tether.parts.Image` or :class:`~tether.parts.File`
+    (a screenshot), or a list mixing strings and parts.
+
+    >>> from tether.parts import Image
+    >>> result_content(["the page:", Image(url="https://example.com/p.png")])[1].url
+    'https://example.com/p.png'
+    """
+    kind = type(value)
+    if kind is str:  # the common cases first: the loop pays for this on every call
+        return prefix + value
+    if kind in _PART_CLASSES:
+        value = [value]
+    elif kind is not list and kind is not tuple:
+        return prefix + result_text(value)
+    if any(isinstance(v, PART_TYPES) for v in value):
+        pieces = [v if isinstance(v, PART_TYPES) else Text(result_text(v)) for v in value]
+        return tuple([Text(prefix), *pieces] if prefix else pieces)
+    return prefix + result_text(value)

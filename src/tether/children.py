@@ -70,7 +70,7 @@ def settle(call: ToolCall, name: str, state: RunState) -> Event:
     if state.status == "finished":
         answer = child_answer(state)
         return ToolFinished(dataclasses.replace(Message.tool_result(call.id, answer, name=call.name), usage=usage))
-    said = f": {last.content}" if last is not None and last.role == "assistant" and last.content else ""
+    said = f": {last.text}" if last is not None and last.role == "assistant" and last.content else ""
     text = f"sub-agent {name!r} ended {state.status} before it finished{said}"
     note = Message.tool_result(call.id, text, name=call.name, is_error=True)
     return ToolFinished(dataclasses.replace(note, usage=usage), "stopped")
@@ -79,4 +79,4 @@ def settle(call: ToolCall, name: str, state: RunState) -> Event:
 def child_answer(state: RunState) -> str:
     """A finished child's answer: its last assistant note, or the result of its terminal tool."""
     last = state.messages[-1] if state.messages else None
-    return last.content if last is not None else ""
+    return last.text if last is not None else ""

@@ -55,6 +55,7 @@ from .leases import Holder
 from .messages import Message
 from .policy import ask, unique_call_ids
 from .resuming import check_against_store, check_resumable, driver, stored_journal
+from .session import continue_session
 from .settings import Input, Observer, Settings, Watcher, labels, model_of
 from .state import RunState, args_hash
 from .tools import Tool
@@ -76,7 +77,11 @@ class Run:
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
         parent: Parent | None = None,
+        session: str | None = None,
     ) -> None:
+        if session is not None and (input is None or isinstance(input, RunState)):
+            raise UserError("session= starts a new run of the session: give a task (resume a run by its id or state)")
+        self.session = session
         self.agent = agent  # the agent driving the run now (a handoff changes it)
         self.root = agent
         self.fingerprint = agent.fingerprint
@@ -147,7 +152,7 @@ class Run:
                 return
             yield await self.commit(ModelReplied(reply))
             if not reply.tool_calls:
-                yield await self.commit(Finished(reply.content, self.journal.usage))
+                yield await self.commit(Finished(reply.text, self.journal.usage))
                 return
             async for ev in self._act():
                 yield ev
@@ -174,6 +179,9 @@ class Run:
     async def _new(self, input: Input) -> RunStarted:
         if input is None:
             raise UserError("give the agent a task (a string or Message), a RunState, or a run_id")
+        if self.session is not None:  # the notebook the session's last run left
+            self.prior, more = await continue_session(self.store, self.session, self.agent.compactor, self.prior)
+            self.meta = {**self.meta, **more}
         notes = list(self.prior or ())
         if not notes and self.agent.instructions:
             notes.append(Message.system(self.agent.instructions))
@@ -434,7 +442,7 @@ class Run:
         """A final answer or terminal tool result already in the notebook (then the run is done)."""
         last = self.journal.context.last()
         if last is not None and last.role == "assistant" and not last.tool_calls:
-            return last.content
+            return last.text
         return self._terminal_output()
 
     def _terminal_output(self) -> str | None:

@@ -38,6 +38,8 @@ from .events import (
 )
 from .messages import Message
 
+__all__ = ["render"]
+
 
 def _short(text: str, width: int) -> str:
     text = " ".join(text.split())
@@ -77,18 +79,18 @@ def _item(lines: list[str], item: Event | Message, name: str, width: int, indent
 def _message(lines: list[str], m: Message, name: str, width: int, indent: str) -> None:
     if m.role == "user":
         asker = f"{name} was asked" if indent else "you asked"
-        lines.append(f'{indent}{asker}: "{_short(m.content, width)}"')
+        lines.append(f'{indent}{asker}: "{_short(m.text, width)}"')
     elif m.role == "assistant" and m.tool_calls:
         if m.content:
-            lines.append(f"{indent}  {name} thought: {_short(m.content, width)}")
+            lines.append(f"{indent}  {name} thought: {_short(m.text, width)}")
         for c in m.tool_calls:
             lines.append(f"{indent}  {name} calls: {c.name}({_short(c.arguments, width)})")
     elif m.role == "assistant":
         who = f"{name} " if indent else ""
-        lines.append(f"{indent}  {who}final answer: {_short(m.content, width)}")
+        lines.append(f"{indent}  {who}final answer: {_short(m.text, width)}")
     elif m.role == "tool":
         verb = "failed" if m.is_error else "returned"
-        lines.append(f"{indent}    -> {m.name or 'tool'} {verb}: {_short(m.content, width)}")
+        lines.append(f"{indent}    -> {m.name or 'tool'} {verb}: {_short(m.text, width)}")
 
 
 def _event(lines: list[str], ev: Event, width: int, indent: str) -> None:

@@ -54,6 +54,7 @@ from ..exceptions import ProviderError, UserError
 from ..messages import Message, ToolCall, Usage, new_call_id
 from ..tools import Tool
 from ._http import dumps
+from ._parts import refuse_parts
 from .openai_compat import OpenAICompatible
 
 FINAL_ANSWER = "final_answer"
@@ -233,8 +234,10 @@ def _append_user(out: list[dict[str, Any]], text: str) -> None:
 def request(context: Context, tools: Sequence[Tool], *, final_only: bool = False) -> dict[str, Any]:
     """The messages and ``response_format`` of one constrained request.
 
-    Without tools there is nothing to choose: a plain chat request.
+    Without tools there is nothing to choose: a plain chat request. Images and
+    files are refused before any request: the protocol is text only.
     """
+    refuse_parts(context, "this brain (constrained decoding)")
     if not tools:
         return {"messages": [m.to_openai() for m in context]}
     schema = choice_schema(tools, final_only=final_only)

@@ -30,7 +30,7 @@ from ..agent import Agent, RunResult
 from ..dispatch import Dispatcher, LocalPool
 from ..events import Event
 from ..exceptions import LeaseConflict, StateError, StoreError
-from ..store import Lease, RunInfo, RunStore
+from ..store import Lease, RunInfo, RunStore, SessionInfo
 from ._hub import Hub
 from ._views import WAITING, RunView, Views
 
@@ -71,6 +71,9 @@ class ServedStore:
 
     async def delete(self, run_id: str) -> None:
         await self.inner.delete(run_id)
+
+    async def sessions(self, name: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        return await self.inner.sessions(name, limit)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import Event
 from ..exceptions import LeaseConflict, StoreError, UserError, install_hint
-from ..store import Lease, RunInfo
+from ..store import Lease, RunInfo, SessionInfo
 from . import status_after
+from ._blobs import Blobs, moved_on, names_blobs, session_of
 from ._codec import conflict, decode_event, encode_events, held_by
 from ._migrations import migrate_postgres
 
@@ -91,7 +92,8 @@ class PostgresStore:
         self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
     ) -> int:
         """Append ``events`` after ``expected_seq`` in one transaction; return the new length."""
-        rows = [(kind, _jsonb_text(body)) for kind, body in encode_events(events)]
+        blobs: dict[str, bytes] = {}
+        rows = [(kind, _jsonb_text(body)) for kind, body in encode_events(events, blobs)]
         new_status = status_after("", events) or None  # None: keep the run's status
         new_seq = expected_seq + len(rows)
         if len(rows) == 1 and expected_seq > 0 and len(run_id.encode()) < _MAX_PAYLOAD:
@@ -105,11 +107,14 @@ class PostgresStore:
                     raise conflict(run_id, found, expected_seq)
                 return found
             if expected_seq == 0:
-                cur = await conn.execute(self._sql["create"], (run_id, new_status or "running", new_seq))
+                session, n = await self._session_place(conn, events)
+                cur = await conn.execute(self._sql["create"], (run_id, new_status or "running", new_seq, session, n))
             else:
                 cur = await conn.execute(self._sql["advance"], (new_seq, new_status, run_id, expected_seq))
             if await cur.fetchone() is None:
                 raise conflict(run_id, await self._seq(conn, run_id), expected_seq)
+            if blobs:
+                await self._keep_blobs(conn, run_id, blobs)
             params = [(run_id, expected_seq + i, kind, body) for i, (kind, body) in enumerate(rows, 1)]
             if len(params) == 1:
                 await conn.execute(self._sql["insert"], params[0])
@@ -157,7 +162,12 @@ class PostgresStore:
         async with self._session(f"load run {run_id!r}") as conn:
             cur = await conn.execute(self._sql["load"], (run_id,))
             rows = await cur.fetchall()
-        return [decode_event(run_id, seq, _unwrap(body)) for seq, body in rows]
+            raw: dict[str, bytes] = {}
+            if any(names_blobs(_unwrap(body)) for _, _, body in rows):
+                cur = await conn.execute(self._sql["blobs"], (run_id,))
+                raw = {d: bytes(data) for d, data in await cur.fetchall()}
+        blobs = Blobs(run_id, lambda: raw)
+        return [decode_event(run_id, seq, _unwrap(body), blobs) for seq, _, body in rows]
 
     async def get(self, run_id: str) -> RunInfo | None:
         """The run's status, length and times, or None if unknown."""
@@ -182,6 +192,17 @@ class PostgresStore:
             await conn.execute(self._sql["delete_events"], (run_id,))
             await conn.execute(self._sql["delete_run"], (run_id,))
             await conn.execute(self._sql["delete_lease"], (run_id,))
+            await conn.execute(self._sql["delete_blobs"], (run_id,))
+
+    async def sessions(self, name: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        """Sessions, most recently updated first (only ``name``'s, when given); by the session index."""
+        async with self._session("list sessions") as conn:
+            if name is None:
+                cur = await conn.execute(self._sql["sessions"], (limit,))
+            else:
+                cur = await conn.execute(self._sql["session"], (name, limit))
+            rows = await cur.fetchall()
+        return [SessionInfo(*row) for row in rows]
 
     async def changes(self, *, interval: float = 0.2) -> AsyncIterator[str]:
         """The id of each run as its appends commit, from any process: ``LISTEN`` on the schema's channel.
@@ -263,6 +284,10 @@ class PostgresStore:
                 else:
                     yield conn
             except pg.errors.UniqueViolation as exc:
+                if getattr(exc.diag, "constraint_name", None) == "runs_by_session":  # two starters, one session
+                    raise LeaseConflict(
+                        f"run {run_id!r} continues a session another process moved on meanwhile: start again"
+                    ) from exc
                 # Backs up the seq check: another writer inserted the same (run_id, seq) first.
                 raise LeaseConflict(
                     f"run {run_id!r} already has an event after #{expected}: another worker advanced it"
@@ -279,6 +304,29 @@ class PostgresStore:
             finally:
                 if conn is not None and conn in self._open:
                     self._idle.append(conn)
+
+    async def _keep_blobs(self, conn: psycopg.AsyncConnection[Any], run_id: str, blobs: dict[str, bytes]) -> None:
+        """Send the parts this run does not hold yet (a part named again is not sent again)."""
+        cur = await conn.execute(self._sql["held_blobs"], (run_id, list(blobs)))
+        held = {d for (d,) in await cur.fetchall()}
+        new = [(run_id, d, data) for d, data in blobs.items() if d not in held]
+        if new:
+            await conn.cursor().executemany(self._sql["insert_blob"], new)
+
+    async def _session_place(
+        self, conn: psycopg.AsyncConnection[Any], events: Sequence[Event]
+    ) -> tuple[str | None, int | None]:
+        """A new run's session and position; refused unless it continues the session's last run
+        (two racing starters both take the next position: the unique index refuses the second)."""
+        found = session_of(events)
+        if found is None:
+            return None, None
+        session, continues = found
+        cur = await conn.execute(self._sql["session_last"], (session,))
+        last = await cur.fetchone()
+        if (last[0] if last else "") != continues:
+            raise moved_on(session, continues, last[0] if last else None)
+        return session, (int(last[1]) if last else 0) + 1
 
     async def _check_lease(self, conn: psycopg.AsyncConnection[Any], lease: Lease) -> None:
         current = await self._lease(conn, lease.run_id, lock=True)
@@ -317,9 +365,18 @@ def _statements(schema: Any) -> dict[str, Any]:
     now = "extract(epoch from clock_timestamp())::float8"
     return {
         "create": q(
-            "INSERT INTO {s}.runs (run_id, status, seq, created_at, updated_at) "
-            "VALUES (%s, %s, %s, now(), now()) ON CONFLICT (run_id) DO NOTHING RETURNING seq"
+            "INSERT INTO {s}.runs (run_id, status, seq, created_at, updated_at, session, session_n) "
+            "VALUES (%s, %s, %s, now(), now(), %s, %s) ON CONFLICT (run_id) DO NOTHING RETURNING seq"
         ),
+        "held_blobs": q("SELECT sha256 FROM {s}.blobs WHERE run_id = %s AND sha256 = ANY(%s)"),
+        "insert_blob": q("INSERT INTO {s}.blobs (run_id, sha256, data) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"),
+        "blobs": q("SELECT sha256, data FROM {s}.blobs WHERE run_id = %s"),
+        "delete_blobs": q("DELETE FROM {s}.blobs WHERE run_id = %s"),
+        "session_last": q(
+            "SELECT run_id, session_n FROM {s}.runs WHERE session = %s ORDER BY session_n DESC LIMIT 1 FOR UPDATE"
+        ),
+        "sessions": q(_SESSIONS.format(where="")),
+        "session": q(_SESSIONS.format(where="AND session = %s")),
         "advance": q(
             "UPDATE {s}.runs SET seq = %s, status = coalesce(%s, status), updated_at = now() "
             "WHERE run_id = %s AND seq = %s RETURNING seq"
@@ -340,7 +397,7 @@ def _statements(schema: Any) -> dict[str, Any]:
             "SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM n)"
         ),
         "seq": q("SELECT seq FROM {s}.runs WHERE run_id = %s"),
-        "load": q("SELECT seq, body FROM {s}.events WHERE run_id = %s ORDER BY seq"),
+        "load": q("SELECT seq, kind, body FROM {s}.events WHERE run_id = %s ORDER BY seq"),
         "get": q(f"SELECT {columns} FROM {runs} WHERE r.run_id = %s"),
         "list": q(f"SELECT {columns} FROM {runs} ORDER BY r.updated_at DESC, r.run_id LIMIT %s"),
         "list_status": q(
@@ -360,6 +417,17 @@ def _statements(schema: Any) -> dict[str, Any]:
         "delete_events": q("DELETE FROM {s}.events WHERE run_id = %s"),
         "delete_run": q("DELETE FROM {s}.runs WHERE run_id = %s"),
     }
+
+
+# The last run of each session (by position), with how many runs it has had and when it began.
+_SESSIONS = (
+    "SELECT r.session, r.run_id, r.status, s.n, extract(epoch from s.first)::float8, "
+    "extract(epoch from r.updated_at)::float8 FROM ("
+    "SELECT session, count(*) AS n, min(created_at) AS first, max(session_n) AS last FROM {{s}}.runs "
+    "WHERE session IS NOT NULL {where} GROUP BY session) s "
+    "JOIN {{s}}.runs r ON r.session = s.session AND r.session_n = s.last "
+    "ORDER BY r.updated_at DESC, r.session LIMIT %s"
+)
 
 
 def _jsonb_text(body: str) -> str:

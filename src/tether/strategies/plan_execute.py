@@ -77,7 +77,7 @@ class PlanAndExecute:
         self.max_replans = max_replans
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
-        task = next((m.content for m in context if m.role == "user"), "")
+        task = next((m.text for m in context if m.role == "user"), "")
         plans = _plans(context)
         if not plans:
             return await self._plan(task, "", len(context))

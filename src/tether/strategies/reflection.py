@@ -45,7 +45,7 @@ class Reflect:
         self.rounds = rounds
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
-        task = next((m.content for m in context if m.role == "user"), "")
+        task = next((m.text for m in context if m.role == "user"), "")
         answers = [m for m in context if m.role == "tool" and m.name == WRITE]
         if not answers:
             return _call(WRITE, task, len(context))
