@@ -96,7 +96,7 @@ class PostgresStore:
         rows = [(kind, _jsonb_text(body)) for kind, body in encode_events(events, blobs)]
         new_status = status_after("", events) or None  # None: keep the run's status
         new_seq = expected_seq + len(rows)
-        if len(rows) == 1 and expected_seq > 0 and len(run_id.encode()) < _MAX_PAYLOAD:
+        if len(rows) == 1 and expected_seq > 0 and not blobs and len(run_id.encode()) < _MAX_PAYLOAD:
             return await self._append_one(run_id, rows[0], expected_seq, new_status, lease)
         async with self._session(f"append to run {run_id!r}", tx=True, run_id=run_id, expected=expected_seq) as conn:
             if lease is not None:
