@@ -218,9 +218,10 @@ async def latency(engine: str, samples: int = 20) -> dict[str, float]:
             await record_decisions(cell.store, run_id, lambda s: s.approve(s.pending[0].id, by="bench"))
             while True:
                 events = await cell.store.load(run_id)
-                resumed = [e for e in events if e.kind == "run-started" and e.resumed]  # type: ignore[attr-defined]
-                if len(resumed) >= 2:
-                    out.append(resumed[-1].at - t0)
+                decided = max(i for i, e in enumerate(events) if e.kind == "approval-decided")
+                resumed = [e for e in events[decided:] if e.kind == "run-started"]
+                if resumed:
+                    out.append(resumed[0].at - t0)
                     break
                 await asyncio.sleep(0.002)
     out.sort()

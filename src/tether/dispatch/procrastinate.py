@@ -36,12 +36,13 @@ from typing import Any
 
 from ..agent import Agent, RunResult
 from ..exceptions import LeaseConflict, StateError, UserError, install_hint
-from ._sweeper import Sweeper
+from ._sweeper import Sweeper, runnable
 
 __all__ = ["ProcrastinateDispatcher"]
 
 log = logging.getLogger("tether.dispatch")
 TASK = "tether.advance"
+WAITING = ("paused", "needs-decision")
 
 
 def _procrastinate() -> Any:
@@ -171,6 +172,11 @@ class ProcrastinateDispatcher:
         """The job: advance the run as far as it goes now."""
         if agent not in self.agents:
             raise UserError(f"this worker has no agent named {agent!r} (it has {sorted(self.agents)})")
+        store = self.agents[agent].store
+        assert store is not None
+        info = await store.get(run_id)
+        if info is not None and info.status in WAITING and await runnable(store, run_id, info) is None:
+            return  # still waiting for a person: a late or duplicate job leaves the run as it is
         self.in_flight.add(run_id)
         try:
             result = await self.agents[agent].run(run_id=run_id)
