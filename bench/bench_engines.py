@@ -186,7 +186,8 @@ class Cell:
         for run_id in ids:
             first = RunStarted(run_id, (Message.user(task),), False, agent.fingerprint, agent.name)
             await self.store.append(run_id, [first], expected_seq=0)
-        await asyncio.gather(*(self.dispatcher.submit(r, agent.name) for r in ids))
+        for i in range(0, n, 8):  # 8 at a time: the queue's connection pool holds 8
+            await asyncio.gather(*(self.dispatcher.submit(r, agent.name) for r in ids[i : i + 8]))
         return ids
 
     async def count(self, status: str) -> int:
