@@ -122,6 +122,7 @@ async def test_a_pool_closed_at_any_moment_leaves_each_run_finished_or_resumable
     pool.start()
     for run_id in ids:
         await pool.submit(run_id, "a")
+
     async def midway() -> bool:  # 50 finished, and some in a tool right now
         done = sum([(await store.get(r)).status == "finished" for r in ids])  # type: ignore[union-attr]
         return done >= 50 and any([(await store.load(r))[-1].kind == "tool-started" for r in ids])
