@@ -47,19 +47,19 @@ async def run_call(step: Execute, run_id: str, deadline: float | None) -> ToolFi
         else:
             async with budget:
                 value = await tool.invoke(step.args, invocation)
-        text = result_content(value, step.prefix)
+        content = result_content(value, step.prefix)
     except ToolTimedOut as exc:
-        text, error = f"{exc}{unknown}", "timeout"
+        note, error = f"{exc}{unknown}", "timeout"
     except TimeoutError as exc:
         if budget is None or not budget.expired():  # the tool's own timeout error, not one of ours
-            text, error = f"tool {tool.name!r} failed: TimeoutError: {exc}", "raised"
+            note, error = f"tool {tool.name!r} failed: TimeoutError: {exc}", "raised"
         else:
-            text, error = f"tool {tool.name!r} was stopped: the run's time budget ran out{unknown}", "timeout"
+            note, error = f"tool {tool.name!r} was stopped: the run's time budget ran out{unknown}", "timeout"
     except Exception as exc:
-        text, error = f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", "raised"
+        note, error = f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", "raised"
     if error is not None:
-        text = step.prefix + text
-    result = Message.tool_result(call.id, text, name=tool.name, is_error=error is not None)
+        content = step.prefix + note
+    result = Message.tool_result(call.id, content, name=tool.name, is_error=error is not None)
     return ToolFinished(result, error)
 
 
@@ -78,7 +78,8 @@ def result_content(value: Any, prefix: str = "") -> str | tuple[Part, ...]:
     """
     kind = type(value)
     if kind is str:  # the common cases first: the loop pays for this on every call
-        return prefix + value
+        text: str = prefix + value
+        return text
     if kind in _PART_CLASSES:
         value = [value]
     elif kind is not list and kind is not tuple:

@@ -183,12 +183,12 @@ class Message:
     @property
     def text(self) -> str:
         """The content as text (an image or a file as a short placeholder)."""
-        return self.content if type(self.content) is str else describe(self.content)
+        return self.content if isinstance(self.content, str) else describe(self.content)
 
     @property
     def parts(self) -> tuple[Part, ...]:
         """The non-text parts of the content (images and files), in order."""
-        if type(self.content) is str:
+        if isinstance(self.content, str):
             return ()
         return tuple(p for p in self.content if p.type != "text")
 
@@ -220,7 +220,7 @@ class Message:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict that :meth:`from_dict` turns back into an equal message."""
         content = self.content
-        data: dict[str, Any] = {"role": self.role, "content": content if type(content) is str else _dicts(content)}
+        data: dict[str, Any] = {"role": self.role, "content": content if isinstance(content, str) else _dicts(content)}
         if self.tool_calls:
             data["tool_calls"] = [c.to_dict() for c in self.tool_calls]
         if self.tool_call_id is not None:
@@ -267,9 +267,9 @@ class Message:
         only, so parts are described there (a provider sends a tool's images in
         a user note after the results: :mod:`tether.providers`).
         """
-        content = self.content
-        if type(content) is not str:
-            content = _openai_parts(content) if self.role == "user" else self.text
+        content: str | list[dict[str, Any]] = self.content if isinstance(self.content, str) else self.text
+        if not isinstance(self.content, str) and self.role == "user":
+            content = _openai_parts(self.content)
         if self.role == "tool":
             return {"role": "tool", "tool_call_id": self.tool_call_id, "content": content}
         data: dict[str, Any] = {"role": self.role, "content": content}

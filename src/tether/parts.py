@@ -23,8 +23,10 @@ import binascii
 import hashlib
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["IMAGE_TYPES", "MAX_PART_BYTES", "File", "Image", "Part", "Text", "describe", "part_from_dict"]
 
@@ -139,6 +141,7 @@ class Image(_Binary):
     def from_path(cls, path: str | Path, media_type: str | None = None) -> Image:
         """Read an image file; its media type from its first bytes or its name unless given."""
         import mimetypes
+        from pathlib import Path  # imported here: import tether stays light
 
         data = Path(path).read_bytes()
         return cls(data, media_type or _sniff(data) or mimetypes.guess_type(str(path))[0] or "")
@@ -175,6 +178,7 @@ class File(_Binary):
     def from_path(cls, path: str | Path, media_type: str | None = None) -> File:
         """Read a file; its media type from its name unless given."""
         import mimetypes
+        from pathlib import Path
 
         p = Path(path)
         found = media_type or mimetypes.guess_type(p.name)[0] or "application/octet-stream"

@@ -122,7 +122,7 @@ class McpClient:
 
     # -- inside ---------------------------------------------------------------------
 
-    async def _run_tool(self, binding: Binding, arguments: dict[str, Any], invocation: Invocation) -> str:
+    async def _run_tool(self, binding: Binding, arguments: dict[str, Any], invocation: Invocation) -> Any:
         """What a tether tool built by :meth:`tools` does when the agent calls it."""
         meta = {IDEMPOTENCY_KEY: invocation.idempotency_key} if binding.effect == "idempotent" else None
         result = await self._portal.run(self._call(binding, arguments, meta))
@@ -130,7 +130,7 @@ class McpClient:
             self.on_result(invocation, result)
         if result.is_error:
             raise McpToolError(result.text or f"MCP tool {binding.tool!r} reported an error")
-        return result.text
+        return result.content  # text, or lines and images (tether.parts.Image) the model sees
 
     async def _call(self, binding: Binding, arguments: dict[str, Any], meta: dict[str, Any] | None) -> McpResult:
         conn = self._connections[binding.server]

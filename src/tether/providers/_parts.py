@@ -62,7 +62,7 @@ def _check_openai(parts: tuple[Part, ...]) -> None:
 
 def anthropic_content(m: Message) -> str | list[dict[str, Any]]:
     """A user note's content (or a tool result's) as Anthropic content blocks."""
-    if type(m.content) is str:
+    if isinstance(m.content, str):
         return m.content
     return [_block(p) for p in m.content]
 

@@ -24,6 +24,7 @@ from typing import Any
 from ..events import Event, RunStarted
 from ..exceptions import LeaseConflict, StoreError
 from ..messages import Message
+from ..parts import File, Image
 from ..state import RunState
 
 _MESSAGE_KEYS = ("message", "result")
@@ -34,8 +35,8 @@ def parts_of(events: Sequence[Event]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for ev in events:
         for m in _messages(ev):
-            if type(m.content) is not str:
-                found.update((p.sha256, p) for p in m.content if getattr(p, "data", None) is not None)
+            if not isinstance(m.content, str):
+                found.update((p.sha256, p) for p in m.content if isinstance(p, Image | File) and p.data is not None)
     return found
 
 

@@ -88,14 +88,14 @@ class PlanAndExecute:
             return await self._plan(task, _history(context), len(context))
         if len(results) < len(steps):
             return _step(steps, len(results), len(context))
-        return Message.assistant(results[-1].content if results else "")
+        return Message.assistant(results[-1].text if results else "")
 
     async def _plan(self, task: str, history: str, n: int) -> Message:
         notes = [Message.system(PLANNER_PROMPT), Message.user(task)]
         if history:
             notes.append(Message.user(f"What happened so far:\n{history}\nWrite a new plan for the remaining work."))
         reply = await self.planner.decide(Context(notes), ())
-        steps = parse_plan(reply.content)
+        steps = parse_plan(reply.text)
         if not steps:
             return Message.assistant("The planner gave no steps.")
         text = PLAN_HEADING + "\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1))
@@ -126,13 +126,13 @@ async def plan_and_execute(
 
 
 def _plans(context: Context) -> list[list[str]]:
-    return [parse_plan(m.content) for m in context if m.role == "assistant" and m.content.startswith(PLAN_HEADING)]
+    return [parse_plan(m.text) for m in context if m.role == "assistant" and m.text.startswith(PLAN_HEADING)]
 
 
 def _results_since_last_plan(context: Context) -> list[Message]:
     results: list[Message] = []
     for m in reversed(context.messages):
-        if m.role == "assistant" and m.content.startswith(PLAN_HEADING):
+        if m.role == "assistant" and m.text.startswith(PLAN_HEADING):
             break
         if m.role == "tool":
             results.append(m)

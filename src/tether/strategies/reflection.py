@@ -51,13 +51,13 @@ class Reflect:
             return _call(WRITE, task, len(context))
         answer = answers[-1]
         if answer.is_error:
-            return Message.assistant(answer.content)
+            return Message.assistant(answer.text)
         last = context.last()
         if self.critic is None and not (last is not None and last.name == CRITIQUE):
-            return _call(CRITIQUE, f"Check this answer to {task!r}:\n{answer.content}", len(context))
-        feedback = await self._feedback(answer.content, context)
+            return _call(CRITIQUE, f"Check this answer to {task!r}:\n{answer.text}", len(context))
+        feedback = await self._feedback(answer.text, context)
         if not feedback or len(answers) > self.rounds:
-            return Message.assistant(answer.content)
+            return Message.assistant(answer.text)
         revise = f"A reviewer read your answer and says: {feedback}\nRevise your answer."
         reply = _call(WRITE, revise, len(context))
         return Message.assistant(f"{VERDICT} {feedback}", reply.tool_calls)
@@ -65,7 +65,7 @@ class Reflect:
     async def _feedback(self, answer: str, context: Context) -> str | None:
         if self.critic is None:  # CRITIC: the critic agent's reply, "OK" to accept
             last = context.last()
-            said = last.content.strip() if last is not None else ""
+            said = last.text.strip() if last is not None else ""
             return None if said.upper().startswith("OK") else said
         feedback = self.critic(answer, context)
         if inspect.isawaitable(feedback):

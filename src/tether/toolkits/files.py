@@ -17,8 +17,10 @@ from __future__ import annotations
 import codecs
 import os
 import re
+import stat
 
 from ..tools import Approval, Tool, tool
+from ._walk import Found, WalkFailed, retrying, walk
 from ._workspace import DirEntry, PathRefused, Workspace
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
 MAX_READ_BYTES = 1 << 20
 MAX_LIST_ENTRIES = 500
 MAX_FOUND_NAMES = 200
+MAX_WALKED = 500_000  # entries find_files looks at before it gives up (and says so)
 
 
 def file_tools(workspace: str | os.PathLike[str] | Workspace, *, approval: Approval = True) -> list[Tool]:
@@ -201,16 +204,21 @@ def _glob(ws: Workspace, pattern: str) -> list[str]:
     if not pattern or pattern.startswith("/") or ".." in pattern.split("/"):
         raise PathRefused(f"pattern {pattern!r} must be relative to the workspace, without '..'")
     regex = _glob_regex(pattern)
-    found = []
-    for top, dirs, files in os.walk(ws.root, followlinks=False):
-        rel_top = os.path.relpath(top, ws.root)
-        skip = (*ws.hidden, *ws.read_only) if rel_top == "." else ()
-        dirs[:] = [d for d in dirs if d not in skip and d.casefold() != ".git"]
-        for name in files:
-            rel = name if rel_top == "." else f"{rel_top}/{name}"
-            if regex.fullmatch(rel) and not os.path.islink(os.path.join(top, name)):
-                found.append(rel)
-    return sorted(found)
+    top_skip = {*ws.hidden, *ws.read_only}
+
+    def skip(rel: str) -> bool:
+        name = rel.rpartition("/")[2]
+        return name.casefold() == ".git" or ("/" not in rel and name in top_skip)
+
+    try:
+        found = retrying(lambda: [f.rel for f in walk(ws.root, skip=skip, max_entries=MAX_WALKED) if _regular(f)])
+    except WalkFailed as exc:
+        raise PathRefused(f"cannot search the workspace: {exc}; nothing was counted") from None
+    return sorted(rel for rel in found if regex.fullmatch(rel))
+
+
+def _regular(found: Found) -> bool:
+    return stat.S_ISREG(found.stat.st_mode)
 
 
 def _glob_regex(pattern: str) -> re.Pattern[str]:
