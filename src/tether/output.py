@@ -177,7 +177,7 @@ class OutputSpec:
         """The output's JSON in a finished run's notes: its output tool's last valid result."""
         for m in reversed(messages):
             if m.role == "tool" and m.name == self.name and not m.is_error:
-                return m.content
+                return m.text
         return None
 
 

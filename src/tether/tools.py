@@ -205,7 +205,7 @@ class Tool:
         header = f"invalid arguments for tool {self.name!r}:"
         return explain(header, self.parameters, exc.errors(include_url=False), args, check)
 
-    async def invoke(self, args: dict[str, Any], invocation: Invocation) -> Any:
+    async def invoke(self, args: dict[str, Any], invocation: Invocation[Any]) -> Any:
         """Run the function with validated ``args`` (sync functions in a thread)."""
         kwargs = dict(args)
         if self.inject:

@@ -112,4 +112,4 @@ def _event(lines: list[str], ev: Event, width: int, indent: str) -> None:
     elif isinstance(ev, Compacted):
         lines.append(f"{indent}  (older notes were summarised)")
     elif isinstance(ev, Noted):
-        lines.append(f"{indent}    !! the model was told: {_short(ev.message.content, width)}")
+        lines.append(f"{indent}    !! the model was told: {_short(ev.message.text, width)}")
