@@ -102,7 +102,7 @@ def test_schemas(tools: dict[str, Tool]) -> None:
                 "additionalProperties": False,
                 "properties": {
                     "pattern": {
-                        "description": 'a glob relative to the workspace: "*.py" is this folder only, "**/*.py" also every folder below it.',
+                        "description": 'a glob such as "*.py"; with a "/" it is a path from the workspace root: "./*.py" is the top level only, "src/*.py" one folder.',
                         "type": "string",
                     }
                 },

@@ -43,7 +43,7 @@ from ..toolkits._walk import remove_tree
 from . import _records
 from ._pool import Runner, run_bounded
 from .cases import AgentFactory, Case, Dataset, Setup, parse_verdict
-from .outcome import Outcome, outcome_of
+from .outcome import Outcome, outcome_of, with_child_calls
 from .progress import Progress, make_progress
 from .report import Report, TrialResult
 
@@ -215,6 +215,7 @@ class _Trials:
         seconds = time.monotonic() - started
         events = await setup.store.load(setup.run_id)
         outcome = outcome_of(events, workdir=setup.workdir, case_id=setup.case.id, data=setup.case.data)
+        outcome = await with_child_calls(outcome, setup.store)
         return await self._grade(setup.case, setup.trial, outcome, seconds, error)
 
     async def _grade(self, case: Case, trial: int, o: Outcome, seconds: float, error: str | None) -> TrialResult:

@@ -14,16 +14,20 @@ error kind, the number of model replies, and the tokens spent.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..context import Context
 from ..events import Event, Failed, Finished, LimitReached, ModelReplied, Paused, RunStarted, ToolFinished
 from ..journal import replay
 from ..messages import Usage
+
+if TYPE_CHECKING:
+    from ..store import RunStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +108,30 @@ def _parsed(arguments: str) -> Any:
         return json.loads(arguments or "{}")
     except ValueError:
         return arguments
+
+
+async def with_child_calls(outcome: Outcome, store: RunStore) -> Outcome:
+    """``outcome`` with each delegating call replaced by the calls its child run made.
+
+    A pattern (plan-and-execute, reflection, an agent used as a tool) makes its
+    real tool calls in child runs, journaled as ``<run id>/<call id>``; graders
+    of tool calls see those. Reply numbers stay distinct per child run (the
+    parent's reply times 1,000 plus the child's), so "in one reply" still means
+    one model reply.
+    """
+    calls = await _calls_of_tree(store, outcome.run_id, outcome.calls)
+    return dataclasses.replace(outcome, calls=calls) if calls != outcome.calls else outcome
+
+
+async def _calls_of_tree(store: RunStore, run_id: str, calls: Sequence[Call]) -> tuple[Call, ...]:
+    out: list[Call] = []
+    for call in calls:
+        child_id = f"{run_id}/{call.id}"
+        events = await store.load(child_id) if call.id and await store.get(child_id) is not None else []
+        if not events:
+            out.append(call)
+            continue
+        child = outcome_of(events).calls
+        nested = await _calls_of_tree(store, child_id, child)
+        out += [dataclasses.replace(c, reply=call.reply * 1000 + c.reply) for c in nested]
+    return tuple(out)

@@ -34,7 +34,8 @@ __all__ = [
 
 MAX_READ_BYTES = 1 << 20
 MAX_LIST_ENTRIES = 500
-MAX_FOUND_NAMES = 200
+MAX_FOUND_NAMES = 40  # bounded: a deep repository must not flood the model's context
+MAX_FOUND_FOLDERS = 8
 MAX_WALKED = 500_000  # entries find_files looks at before it gives up (and says so)
 
 
@@ -172,49 +173,112 @@ def list_dir_tool(workspace: str | os.PathLike[str] | Workspace, *, max_entries:
     return list_dir
 
 
-def find_files_tool(workspace: str | os.PathLike[str] | Workspace, *, max_names: int = MAX_FOUND_NAMES) -> Tool:
-    """A ``find_files`` tool: count and name the workspace files that match a glob.
+def find_files_tool(
+    workspace: str | os.PathLike[str] | Workspace,
+    *,
+    max_names: int = MAX_FOUND_NAMES,
+    max_folders: int = MAX_FOUND_FOLDERS,
+) -> Tool:
+    """A ``find_files`` tool: count the workspace files that match a glob, say where they are.
 
-    Counting is done here, not by the model: small models miscount listings.
-    Symlinks are not followed, and no ``.git`` (at any depth) nor ``.tether`` is searched.
+    Counting is done here, not by the model: small models miscount listings. A
+    pattern without a "/" matches file names in every folder (``"*.py"`` counts
+    the Python files of the whole tree, the way people mean "in this folder");
+    a pattern with a "/" is a path from the root (``"./*.py"`` is the top level
+    only, ``"src/**/*.py"`` one subtree). The reply is bounded however deep the
+    tree: the count, then how many are in each top-level folder (at most
+    ``max_folders``), then at most ``max_names`` paths. Symlinks are not
+    followed, and no ``.git`` (at any depth) nor ``.tether`` is searched.
     """
     ws = _workspace(workspace)
 
     @tool(name="find_files", effect="none")
     def find_files(pattern: str) -> str:
-        """Count and list the files that match a glob pattern, e.g. "*.py" for the Python
-        files in this folder.
+        """Count the files whose names match a glob pattern in this folder and every folder
+        below it, and say where they are; e.g. "*.py" for the Python files.
 
         Args:
-            pattern: a glob relative to the workspace: "*.py" is this folder only,
-                "**/*.py" also every folder below it.
+            pattern: a glob such as "*.py"; with a "/" it is a path from the workspace root:
+                "./*.py" is the top level only, "src/*.py" one folder.
         """
-        found = _glob(ws, pattern)
-        head = f"{len(found)} file{'s' if len(found) != 1 else ''} match {pattern!r}"
-        if not found:
-            return head
-        names = ", ".join(found[:max_names])
-        more = f" [... {len(found) - max_names} more]" if len(found) > max_names else ""
-        return f"{head}: {names}{more}"
+        found, skipped = _glob(ws, pattern)
+        text = found_text(pattern, found, max_names=max_names, max_folders=max_folders)
+        if skipped:
+            text += f" (not searched: {', '.join(skipped[:3])}{' ...' if len(skipped) > 3 else ''})"
+        return text
 
     return find_files
 
 
-def _glob(ws: Workspace, pattern: str) -> list[str]:
+def found_text(pattern: str, found: list[str], *, max_names: int, max_folders: int) -> str:
+    """What ``find_files`` tells the model: the count, where they are, then a capped list.
+
+    >>> found_text("*.py", ["a.py", "src/b.py", "src/c.py"], max_names=2, max_folders=5)
+    "3 files match '*.py': 2 in src/, 1 at the top level. a.py, src/b.py [... 1 more]"
+    """
+    n = len(found)
+    head = f"{n} file{'s' if n != 1 else ''} match {pattern!r}"
+    if not found:
+        return head + ("" if "/" in pattern else " in this folder or any folder below it")
+    where = _where(found, max_folders)
+    names = ", ".join(found[:max_names])
+    more = f" [... {n - max_names} more]" if n > max_names else ""
+    return f"{head}: {where}. {names}{more}"
+
+
+def _where(found: list[str], max_folders: int) -> str:
+    """``"80 in src/, 54 in tests/, 2 at the top level"`` (largest first, capped)."""
+    per: dict[str, int] = {}
+    for rel in found:
+        top = rel.split("/", 1)[0] + "/" if "/" in rel else ""
+        per[top] = per.get(top, 0) + 1
+    if list(per) == [""]:
+        return "all at the top level" if len(found) > 1 else "at the top level"
+    ranked = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = [f"{k} in {d}" if d else f"{k} at the top level" for d, k in ranked[:max_folders]]
+    rest = ranked[max_folders:]
+    if rest:
+        parts.append(f"{sum(k for _, k in rest)} in {len(rest)} other folders")
+    return ", ".join(parts)
+
+
+# Folders that hold installed or generated files, not the project's own: people asking
+# "how many Python files are here?" do not mean the 5,000 in a virtual environment.
+NOT_SEARCHED = frozenset(
+    ("node_modules", "__pycache__", "site-packages", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache")
+)
+
+
+def _glob(ws: Workspace, pattern: str) -> tuple[list[str], list[str]]:
+    """The matching files (sorted paths) and the folders left out (installed or generated files)."""
     if not pattern or pattern.startswith("/") or ".." in pattern.split("/"):
         raise PathRefused(f"pattern {pattern!r} must be relative to the workspace, without '..'")
-    regex = _glob_regex(pattern)
+    rest = pattern.removeprefix("./")
+    anchored = "/" in rest or rest != pattern  # a path from the root, not a name anywhere
+    regex = _glob_regex(rest)
     top_skip = {*ws.hidden, *ws.read_only}
+    skipped: list[str] = []
 
     def skip(rel: str) -> bool:
         name = rel.rpartition("/")[2]
-        return name.casefold() == ".git" or ("/" not in rel and name in top_skip)
+        if name.casefold() == ".git" or ("/" not in rel and name in top_skip):
+            return True
+        if name in NOT_SEARCHED or os.path.isfile(os.path.join(ws.root, rel, "pyvenv.cfg")):
+            if name != "__pycache__":
+                skipped.append(rel + "/")
+            return True
+        return False
+
+    def search() -> list[str]:
+        skipped.clear()
+        return [f.rel for f in walk(ws.root, skip=skip, max_entries=MAX_WALKED) if _regular(f)]
 
     try:
-        found = retrying(lambda: [f.rel for f in walk(ws.root, skip=skip, max_entries=MAX_WALKED) if _regular(f)])
+        found = retrying(search)
     except WalkFailed as exc:
         raise PathRefused(f"cannot search the workspace: {exc}; nothing was counted") from None
-    return sorted(rel for rel in found if regex.fullmatch(rel))
+    hits = (rel for rel in found if regex.fullmatch(rel if anchored else rel.rpartition("/")[2]))
+    return sorted(hits), sorted(skipped)
 
 
 def _regular(found: Found) -> bool:
