@@ -29,7 +29,7 @@ from ..events import Event
 from ..exceptions import LeaseConflict, StoreError, UserError, install_hint
 from ..store import Lease, RunInfo, SessionInfo
 from . import status_after
-from ._blobs import Blobs, moved_on, names_blobs, session_of
+from ._blobs import Blobs, being_advanced, moved_on, names_blobs, session_of, superseded
 from ._codec import conflict, decode_event, encode_events, held_by
 from ._migrations import migrate_postgres
 
@@ -103,8 +103,11 @@ class PostgresStore:
                 cur = await conn.execute(self._sql["create"], (run_id, new_status or "running", new_seq, session, n))
             else:
                 cur = await conn.execute(self._sql["advance"], (new_seq, new_status, run_id, expected_seq))
-            if await cur.fetchone() is None:
+            found = await cur.fetchone()
+            if found is None:
                 raise conflict(run_id, await self._seq(conn, run_id), expected_seq)
+            if expected_seq and found[1] is not None:  # after the row lock: a newer run's start is visible
+                await self._check_last(conn, run_id, found[1], found[2])
             if blobs:
                 await self._keep_blobs(conn, run_id, blobs)
             params = [(run_id, expected_seq + i, kind, body) for i, (kind, body) in enumerate(rows, 1)]
@@ -283,7 +286,18 @@ class PostgresStore:
         last = await cur.fetchone()
         if (last[0] if last else "") != continues:
             raise moved_on(session, continues, last[0] if last else None)
+        if last is not None:  # its row is locked: a worker that took its lease first is seen here
+            lease = await self._lease(conn, last[0])
+            if lease is not None and lease.expires_at > await self._now(conn):
+                raise being_advanced(session, lease)
         return session, (int(last[1]) if last else 0) + 1
+
+    async def _check_last(self, conn: psycopg.AsyncConnection[Any], run_id: str, session: str, place: int) -> None:
+        """Refuse to advance an older run of a session once a newer run continued the session."""
+        cur = await conn.execute(self._sql["session_newer"], (session, place))
+        newer = await cur.fetchone()
+        if newer is not None:
+            raise superseded(run_id, session, newer[0])
 
     async def _check_lease(self, conn: psycopg.AsyncConnection[Any], lease: Lease) -> None:
         current = await self._lease(conn, lease.run_id, lock=True)
@@ -332,11 +346,14 @@ def _statements(schema: Any) -> dict[str, Any]:
         "session_last": q(
             "SELECT run_id, session_n FROM {s}.runs WHERE session = %s ORDER BY session_n DESC LIMIT 1 FOR UPDATE"
         ),
+        "session_newer": q(
+            "SELECT run_id FROM {s}.runs WHERE session = %s AND session_n > %s ORDER BY session_n DESC LIMIT 1"
+        ),
         "sessions": q(_SESSIONS.format(where="")),
         "session": q(_SESSIONS.format(where="AND session = %s")),
         "advance": q(
             "UPDATE {s}.runs SET seq = %s, status = coalesce(%s, status), updated_at = now() "
-            "WHERE run_id = %s AND seq = %s RETURNING seq"
+            "WHERE run_id = %s AND seq = %s RETURNING seq, session, session_n"
         ),
         "insert": q(
             "INSERT INTO {s}.events (run_id, seq, kind, body, created_at) VALUES (%s, %s, %s, %s::jsonb, now())"
