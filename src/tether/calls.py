@@ -23,15 +23,16 @@ text, a timeout or an exception becomes an error note the model reads
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from .events import ErrorKind, ToolFinished
 from .messages import Message
-from .parts import PART_TYPES, Part, Text
+from .parts import PART_TYPES, Part, Text, within
 from .tools import Invocation, ToolTimedOut, result_text
 from .turn import Execute
 
-__all__ = ["run_call"]
+__all__ = ["fit_result", "run_call"]
 
 
 async def run_call(step: Execute, run_id: str, deadline: float | None) -> ToolFinished:
@@ -88,3 +89,15 @@ def result_content(value: Any, prefix: str = "") -> str | tuple[Part, ...]:
         pieces = [v if isinstance(v, PART_TYPES) else Text(result_text(v)) for v in value]
         return tuple([Text(prefix), *pieces] if prefix else pieces)
     return prefix + result_text(value)
+
+
+def fit_result(ev: ToolFinished, held: int) -> ToolFinished:
+    """A result with parts, the images and files that would take the notebook (holding ``held``
+    bytes of them) over its cap left out (:data:`~tether.parts.MAX_NOTEBOOK_PART_BYTES`)."""
+    content = ev.result.content
+    if isinstance(content, str):
+        return ev
+    fitted = within(content, held)
+    if fitted == content:
+        return ev
+    return dataclasses.replace(ev, result=dataclasses.replace(ev.result, content=fitted))

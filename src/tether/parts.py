@@ -28,10 +28,24 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["IMAGE_TYPES", "MAX_PART_BYTES", "File", "Image", "Part", "Text", "describe", "part_from_dict"]
+__all__ = [
+    "IMAGE_TYPES",
+    "MAX_NOTEBOOK_PART_BYTES",
+    "MAX_PART_BYTES",
+    "File",
+    "Image",
+    "Part",
+    "Text",
+    "describe",
+    "part_from_dict",
+]
 
 MAX_PART_BYTES = 10 * 1024 * 1024
-"""The cap on one part's bytes (10 MiB): as base64 it stays under a RunState's 16 MiB cap."""
+"""The cap on one part's bytes (10 MiB)."""
+
+MAX_NOTEBOOK_PART_BYTES = 24 * 1024 * 1024
+"""The cap on the bytes of all the images and files one run's notebook holds (24 MiB): as base64
+(32 MiB) they leave a RunState's 48 MiB cap the 16 MiB it always had for everything else."""
 
 IMAGE_TYPES: frozenset[str] = frozenset(("image/png", "image/jpeg", "image/gif", "image/webp"))
 """The image media types every vision vendor tether speaks to accepts."""
@@ -256,6 +270,31 @@ def check_parts(content: Any) -> tuple[Part, ...]:
     if not isinstance(content, tuple) or not all(isinstance(p, PART_TYPES) for p in content):
         raise ValueError(f"message content is a string or a tuple of Text, Image and File parts, got {content!r:.80}")
     return content
+
+
+def part_bytes(contents: Any) -> int:
+    """The bytes of the images and files in ``contents`` (an iterable of message contents)."""
+    return sum(len(p) for c in contents if not isinstance(c, str) for p in c if not isinstance(p, Text))
+
+
+def within(content: tuple[Part, ...], held: int, cap: int = MAX_NOTEBOOK_PART_BYTES) -> tuple[Part, ...]:
+    """``content`` with each image or file that would take a notebook holding ``held`` bytes of
+    parts over ``cap`` left out, a short note in its place.
+
+    >>> big = File(b"x" * 10, "text/plain", "a.txt")
+    >>> within((Text("see"), big), held=0, cap=15) == (Text("see"), big)
+    True
+    >>> within((big, big), held=0, cap=15)[1].text
+    "[file text/plain, 10 bytes: left out, the run's notebook holds 10 bytes of images and files, its cap is 15]"
+    """
+    out: list[Part] = []
+    for p in content:
+        if not isinstance(p, Text) and held + len(p) > cap:
+            p = Text(f"{p._describe()[:-1]}: left out, the run's notebook holds {held:,} bytes of images and files, "
+                     f"its cap is {cap:,}]")
+        held += len(p) if not isinstance(p, Text) else 0
+        out.append(p)
+    return tuple(out)
 
 
 def describe(content: str | tuple[Part, ...]) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 from . import _crash
 from ._streams import CancelRequested, interleave
 from .budgets import Budget, Parent, cost_of
-from .calls import run_call
+from .calls import fit_result, run_call
 from .children import child_input, finished_child, previous_notebook, settle
 from .context import Context
 from .events import (
@@ -47,12 +47,14 @@ from .events import (
     QuestionAsked,
     RunStarted,
     Token,
+    ToolFinished,
     ToolStarted,
 )
 from .exceptions import LeaseConflict, ProviderError, StoreError, UserError
 from .journal import Journal
 from .leases import Holder
 from .messages import Message
+from .parts import MAX_NOTEBOOK_PART_BYTES, part_bytes
 from .policy import ask, unique_call_ids
 from .resuming import check_against_store, check_resumable, driver, stored_journal
 from .session import continue_session
@@ -186,6 +188,11 @@ class Run:
         if not notes and self.agent.instructions:
             notes.append(Message.system(self.agent.instructions))
         notes.append(input if isinstance(input, Message) else Message.user(str(input)))
+        if (held := part_bytes(m.content for m in notes)) > MAX_NOTEBOOK_PART_BYTES:
+            raise UserError(
+                f"the run's notebook would hold {held:,} bytes of images and files, over the cap of "
+                f"{MAX_NOTEBOOK_PART_BYTES:,} (tether.parts.MAX_NOTEBOOK_PART_BYTES): send fewer or smaller ones"
+            )
         if self.run_id and self.store is not None and await self.store.get(self.run_id) is not None:
             raise UserError(f"run {self.run_id!r} already exists in the store; resume it with run_id= alone")
         run_id = self.run_id or uuid.uuid4().hex
@@ -226,6 +233,8 @@ class Run:
         if _crash.armed:
             _crash.crash_around("before", ev.kind)
         async with self.lock:
+            if type(ev) is ToolFinished and type(ev.result.content) is not str:  # images and files: within the cap
+                ev = fit_result(ev, self.journal.part_bytes())
             if self.store is not None:
                 await self._write(ev)
             self._apply(ev)
