@@ -22,6 +22,9 @@ import base64
 import binascii
 import hashlib
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -229,13 +232,39 @@ def part_from_dict(data: Any) -> Part:
     raw, url, media = data.get("data"), data.get("url"), data.get("media_type", "")
     if not isinstance(media, str) or (url is not None and not isinstance(url, str)):
         raise ValueError(f"an {kind} part's media_type and url must be strings")
-    blob = _decode(raw) if raw is not None else None
-    if kind == "image":
-        return Image(blob, media, url)
-    name = data.get("name", "")
+    name = data.get("name", "") if kind == "file" else ""
     if not isinstance(name, str):
         raise ValueError("a file part's name must be a string")
-    return File(blob, media, name, url)
+    memo = _SHARED.get() if raw is not None else None
+    if memo is not None and (found := memo.get((kind, media, name, raw))) is not None:
+        return found
+    blob = _decode(raw) if raw is not None else None
+    part = Image(blob, media, url) if kind == "image" else File(blob, media, name, url)
+    if memo is not None:
+        memo[(kind, media, name, raw)] = part
+    return part
+
+
+_SHARED: ContextVar[dict[tuple[Any, ...], Part] | None] = ContextVar("tether_shared_parts", default=None)
+
+
+@contextmanager
+def shared() -> Iterator[None]:
+    """Within the block, parts parsed from the same JSON are one value: decoded (and hashed) once.
+
+    The stores load a run with it, so a part that many events name is one
+    ``bytes`` object in memory, not one copy per event.
+
+    >>> d = Image(b"GIF89a...", "image/gif").to_dict()
+    >>> with shared():
+    ...     part_from_dict(d) is part_from_dict(dict(d))
+    True
+    """
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 def _decode(text: Any) -> bytes:
@@ -290,8 +319,10 @@ def within(content: tuple[Part, ...], held: int, cap: int = MAX_NOTEBOOK_PART_BY
     out: list[Part] = []
     for p in content:
         if not isinstance(p, Text) and held + len(p) > cap:
-            p = Text(f"{p._describe()[:-1]}: left out, the run's notebook holds {held:,} bytes of images and files, "
-                     f"its cap is {cap:,}]")
+            p = Text(
+                f"{p._describe()[:-1]}: left out, the run's notebook holds {held:,} bytes of images and files, "
+                f"its cap is {cap:,}]"
+            )
         held += len(p) if not isinstance(p, Text) else 0
         out.append(p)
     return tuple(out)

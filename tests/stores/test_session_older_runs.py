@@ -58,7 +58,7 @@ async def test_an_older_run_of_a_session_resumed_from_its_state_is_refused_once_
 
 
 async def test_the_older_run_goes_on_again_once_the_newer_run_is_deleted(backend: Backend) -> None:
-    store, calls, charge, r1, r2 = await _moved_on(backend)
+    store, _, charge, r1, r2 = await _moved_on(backend)
     await store.delete(r2.run_id)
     done = await Agent(ScriptedModel(["done"]), [charge], store=store).run(run_id=r1.run_id)
     assert done.status == "finished"
@@ -83,9 +83,7 @@ def refund(order: str) -> str:
 @pytest.mark.parametrize("labels", [("session", "continues"), ("continues",), ("session",)])
 async def test_session_labels_are_reserved_for_the_session_code(backend: Backend, labels: tuple[str, ...]) -> None:
     store = await backend.open()
-    paused = await Agent(ScriptedModel([Action("refund", {"order": "A"})]), [refund], store=store).run(
-        "r", session="s"
-    )
+    paused = await Agent(ScriptedModel([Action("refund", {"order": "A"})]), [refund], store=store).run("r", session="s")
     meta = {"session": "s", "continues": paused.run_id}
     with pytest.raises(UserError, match="reserved"):  # past its paused last run, were they taken
         await Agent(ScriptedModel(["x"]), store=store).run("next", meta={k: meta[k] for k in labels})

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import Event
 from ..exceptions import LeaseConflict, StoreError, UserError, install_hint
+from ..parts import shared
 from ..store import Lease, RunInfo, SessionInfo
 from . import status_after
 from ._blobs import Blobs, being_advanced, moved_on, names_blobs, session_of, superseded
@@ -103,11 +104,11 @@ class PostgresStore:
                 cur = await conn.execute(self._sql["create"], (run_id, new_status or "running", new_seq, session, n))
             else:
                 cur = await conn.execute(self._sql["advance"], (new_seq, new_status, run_id, expected_seq))
-            found = await cur.fetchone()
-            if found is None:
+            advanced = await cur.fetchone()
+            if advanced is None:
                 raise conflict(run_id, await self._seq(conn, run_id), expected_seq)
-            if expected_seq and found[1] is not None:  # after the row lock: a newer run's start is visible
-                await self._check_last(conn, run_id, found[1], found[2])
+            if expected_seq and advanced[1] is not None:  # after the row lock: a newer run's start is visible
+                await self._check_last(conn, run_id, advanced[1], advanced[2])
             if blobs:
                 await self._keep_blobs(conn, run_id, blobs)
             params = [(run_id, expected_seq + i, kind, body) for i, (kind, body) in enumerate(rows, 1)]
@@ -143,7 +144,8 @@ class PostgresStore:
                 cur = await conn.execute(self._sql["blobs"], (run_id,))
                 raw = {d: bytes(data) for d, data in await cur.fetchall()}
         blobs = Blobs(run_id, lambda: raw)
-        return [decode_event(run_id, seq, _unwrap(body), blobs) for seq, _, body in rows]
+        with shared():  # a part many events name is decoded once, one bytes object
+            return [decode_event(run_id, seq, _unwrap(body), blobs) for seq, _, body in rows]
 
     async def get(self, run_id: str) -> RunInfo | None:
         """The run's status, length and times, or None if unknown."""
