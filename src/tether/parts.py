@@ -158,9 +158,8 @@ class Image(_Binary):
     def from_path(cls, path: str | Path, media_type: str | None = None) -> Image:
         """Read an image file; its media type from its first bytes or its name unless given."""
         import mimetypes
-        from pathlib import Path  # imported here: import tether stays light
 
-        data = Path(path).read_bytes()
+        data = _read(path)
         return cls(data, media_type or _sniff(data) or mimetypes.guess_type(str(path))[0] or "")
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,11 +194,11 @@ class File(_Binary):
     def from_path(cls, path: str | Path, media_type: str | None = None) -> File:
         """Read a file; its media type from its name unless given."""
         import mimetypes
-        from pathlib import Path
+        from pathlib import Path  # imported here: import tether stays light
 
-        p = Path(path)
-        found = media_type or mimetypes.guess_type(p.name)[0] or "application/octet-stream"
-        return cls(p.read_bytes(), found, p.name)
+        name = Path(path).name
+        found = media_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return cls(_read(path), found, name)
 
     def to_dict(self) -> dict[str, Any]:
         data = self._source()
@@ -276,6 +275,31 @@ def _decode(text: Any) -> bytes:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise ValueError("a part's data is not valid base64") from None
+
+
+def _read(path: str | Path) -> bytes:
+    """A regular file's bytes, refused past :data:`MAX_PART_BYTES` without reading more than one
+    byte over; a FIFO, a device or a directory is refused without waiting on it."""
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{os.fspath(path)!r} is not a regular file: a part is read from a file")
+        if info.st_size > MAX_PART_BYTES:
+            raise ValueError(f"{os.fspath(path)!r} is {info.st_size:,} bytes, over the part cap of {MAX_PART_BYTES:,}")
+        chunks, left = [], MAX_PART_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_PART_BYTES:  # it grew while it was read
+        raise ValueError(f"{os.fspath(path)!r} is over the part cap of {MAX_PART_BYTES:,} bytes")
+    return data
 
 
 def _sniff(data: bytes) -> str | None:
