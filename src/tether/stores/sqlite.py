@@ -116,7 +116,7 @@ class SQLiteStore:
             status, seq, session, place = row if row else ("running", 0, None, None)
             if seq != expected_seq:
                 raise conflict(run_id, seq, expected_seq)
-            if session is not None and place is not None:  # an older run of a session does not advance once a newer one continued it
+            if session is not None and place is not None:  # an older run of a session stays put past a newer one
                 _check_last(conn, run_id, session, place)
             if lease is not None:
                 current = _lease(conn, run_id)
