@@ -35,6 +35,7 @@ __all__ = [
     "IMAGE_TYPES",
     "MAX_NOTEBOOK_PART_BYTES",
     "MAX_PART_BYTES",
+    "MAX_PARTS",
     "File",
     "Image",
     "Part",
@@ -45,6 +46,9 @@ __all__ = [
 
 MAX_PART_BYTES = 10 * 1024 * 1024
 """The cap on one part's bytes (10 MiB)."""
+
+MAX_PARTS = 1000
+"""The most parts one note holds (checked before any is parsed)."""
 
 MAX_NOTEBOOK_PART_BYTES = 24 * 1024 * 1024
 """The cap on the bytes of all the images and files one run's notebook holds (24 MiB): as base64
@@ -322,6 +326,8 @@ def check_parts(content: Any) -> tuple[Part, ...]:
         content = tuple(content)
     if not isinstance(content, tuple) or not all(isinstance(p, PART_TYPES) for p in content):
         raise ValueError(f"message content is a string or a tuple of Text, Image and File parts, got {content!r:.80}")
+    if len(content) > MAX_PARTS:
+        raise ValueError(f"a note holds at most {MAX_PARTS:,} parts, got {len(content):,}")
     return content
 
 
