@@ -17,6 +17,7 @@ CORE = {
     "__init__",
     "_crash",
     "_jsonschema",
+    "_notes",
     "_streams",
     "agent",
     "budgets",
@@ -31,6 +32,7 @@ CORE = {
     "journal",
     "leases",
     "messages",
+    "output",
     "parts",
     "pending",
     "policy",
@@ -161,7 +163,7 @@ def test_there_is_no_import_cycle() -> None:
 def test_the_core_imports_in_the_order_of_its_data_flow() -> None:
     order = [
         "strictjson", "parts", "messages", "cost", "context", "docstrings", "tools", "policy", "pending", "state",
-        "events", "journal", "leases", "store", "session", "turn", "calls", "settings", "children", "budgets",
+        "events", "output", "journal", "leases", "store", "session", "turn", "calls", "settings", "children", "budgets",
         "resuming", "run", "result", "handoffs", "agent",
     ]  # fmt: skip
     edges = graph()

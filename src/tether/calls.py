@@ -35,10 +35,11 @@ from .turn import Execute
 __all__ = ["fit_result", "run_call"]
 
 
-async def run_call(step: Execute, run_id: str, deadline: float | None) -> ToolFinished:
-    """Run ``step``'s tool by ``deadline`` (the event loop's clock); its result, or how it failed."""
+async def run_call(step: Execute, run_id: str, deadline: float | None, deps: Any = None) -> ToolFinished:
+    """Run ``step``'s tool by ``deadline`` (the event loop's clock); its result, or how it failed.
+    ``deps`` are the run's dependencies, handed to the tool through its :class:`Invocation`."""
     tool, call = step.tool, step.call
-    invocation = Invocation(run_id, call.id, tool.name)
+    invocation = Invocation(run_id, call.id, tool.name, deps)
     error: ErrorKind | None = None
     budget = asyncio.timeout_at(deadline) if deadline is not None else None
     unknown = "" if tool.is_async else "; it runs in a thread and may still finish"

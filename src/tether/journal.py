@@ -38,6 +38,7 @@ from .events import (
     Event,
     HandedOff,
     ModelReplied,
+    Noted,
     Paused,
     PauseReason,
     QuestionAsked,
@@ -222,6 +223,9 @@ class Journal:
         self.context = Context(ev.messages)
         self._results.clear()
 
+    def _noted(self, ev: Noted) -> None:
+        self.context = self.context.add(ev.message)
+
     def _paused(self, ev: Paused) -> None:
         self.paused_at = self.seq
 
@@ -276,6 +280,7 @@ _FOLDS: dict[str, Callable[[Journal, Any], None]] = {
     "child-stopped": Journal._child_stopped,
     "handed-off": Journal._handed_off,
     "compacted": Journal._compacted,
+    "noted": Journal._noted,
     "paused": Journal._paused,
     "cancelled": Journal._cancelled,
 }

@@ -122,18 +122,27 @@ class Holder:
         while True:
             await asyncio.sleep(self.ttl / 3)
             with contextlib.suppress(StoreError):  # lost: the next append with it is refused
-                self.lease = await self.store.acquire(self.lease.run_id, self.lease.owner, self.ttl)
+                renewed = await self.store.acquire(self.lease.run_id, self.lease.owner, self.ttl)
+                if renewed.token != self.lease.token:  # lost to another worker, then taken back: stay refused
+                    await self.store.release(renewed)
+                    return
+                self.lease = renewed
 
     async def let_go(self) -> None:
         """Stop renewing and release the lease; its owner counts as gone only once it is released."""
-        if self._renewal is not None:
-            self._renewal.cancel()
-            # wait() does not raise the renewal's CancelledError, so a cancellation of this task
-            # arriving meanwhile still propagates (suppressing it here lost it: LocalPool.aclose hung).
-            await asyncio.wait([self._renewal])
-        if self.lease is not None:
-            try:
-                with contextlib.suppress(StoreError, OSError):  # it expires by itself anyway
-                    await self.store.release(self.lease)
-            finally:
-                _LIVE.discard(self.lease.owner)
+        try:
+            if self._renewal is not None:
+                self._renewal.cancel()
+                # wait() does not raise the renewal's CancelledError, so a cancellation of this task
+                # arriving meanwhile still propagates (suppressing it here lost it: LocalPool.aclose hung).
+                await asyncio.wait([self._renewal])
+        finally:  # even then, let go now: a run left leased for its TTL refuses decisions and takeovers
+            if self.lease is not None:
+                try:
+                    await asyncio.shield(self._release(self.lease))
+                finally:
+                    _LIVE.discard(self.lease.owner)
+
+    async def _release(self, lease: Lease) -> None:
+        with contextlib.suppress(StoreError, OSError):  # it expires by itself anyway
+            await self.store.release(lease)

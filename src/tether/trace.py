@@ -31,6 +31,7 @@ from .events import (
     Failed,
     LimitReached,
     ModelReplied,
+    Noted,
     Paused,
     QuestionAsked,
     RunStarted,
@@ -110,3 +111,5 @@ def _event(lines: list[str], ev: Event, width: int, indent: str) -> None:
         lines.append(f"{indent}  (stopped: the {ev.limit} limit of {ev.value:g} was reached)")
     elif isinstance(ev, Compacted):
         lines.append(f"{indent}  (older notes were summarised)")
+    elif isinstance(ev, Noted):
+        lines.append(f"{indent}    !! the model was told: {_short(ev.message.text, width)}")

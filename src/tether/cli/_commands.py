@@ -297,3 +297,8 @@ cli.add_command(eval_group)
 from ._serve import serve  # noqa: E402
 
 cli.add_command(serve)
+
+# `tether worker` lives in its own module (scale-out: workers on a shared PostgreSQL).
+from ._worker import worker  # noqa: E402
+
+cli.add_command(worker)

@@ -24,7 +24,7 @@ from ._portal import Portal
 from ._results import McpResult
 from ._tools import IDEMPOTENCY_KEY, Binding, server_tools
 
-ResultHook = Callable[[Invocation, McpResult], None]
+ResultHook = Callable[[Invocation[Any], McpResult], None]
 _OPEN: set[McpClient] = set()
 _OPEN_LOCK = threading.Lock()
 
@@ -122,7 +122,7 @@ class McpClient:
 
     # -- inside ---------------------------------------------------------------------
 
-    async def _run_tool(self, binding: Binding, arguments: dict[str, Any], invocation: Invocation) -> Any:
+    async def _run_tool(self, binding: Binding, arguments: dict[str, Any], invocation: Invocation[Any]) -> Any:
         """What a tether tool built by :meth:`tools` does when the agent calls it."""
         meta = {IDEMPOTENCY_KEY: invocation.idempotency_key} if binding.effect == "idempotent" else None
         result = await self._portal.run(self._call(binding, arguments, meta))

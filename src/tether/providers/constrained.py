@@ -52,6 +52,7 @@ from typing import Any
 from ..context import Context
 from ..exceptions import ProviderError, UserError
 from ..messages import Message, ToolCall, Usage, new_call_id
+from ..output import OutputTool
 from ..tools import Tool
 from ._http import dumps
 from ._parts import refuse_parts
@@ -82,16 +83,20 @@ def choice_schema(tools: Sequence[Tool], *, final_only: bool = False) -> dict[st
     """A JSON Schema whose instances are exactly one call of an offered tool.
 
     Each choice is ``{"name": const, "arguments": <parameters>}``; ``final_answer``
-    is always among them (and alone when ``final_only``). Tool schemas' ``$defs``
+    is always among them (and alone when ``final_only``), unless the agent has an
+    output type: then its output tool takes that place, so the final answer is
+    decoded under the output type's own JSON Schema. Tool schemas' ``$defs``
     are hoisted to the root under ``<tool>__<name>`` so their ``$ref`` s resolve.
     """
     check_tools(tools)
+    final = output_tool(tools)
     choices, defs = [], {}
-    for t in () if final_only else tools:
+    for t in [final] if final_only and final else () if final_only else tools:
         params, tool_defs = _hoisted(t)
         defs.update(tool_defs)
         choices.append(_choice(t.name, params))
-    choices.append(_choice(FINAL_ANSWER, _FINAL_PARAMS))
+    if final is None:
+        choices.append(_choice(FINAL_ANSWER, _FINAL_PARAMS))
     schema: dict[str, Any] = {"anyOf": choices}
     if defs:
         schema["$defs"] = defs
@@ -138,6 +143,17 @@ def _rewrite_refs(node: Any, renames: dict[str, str]) -> None:
             _rewrite_refs(item, renames)
 
 
+def output_tool(tools: Sequence[Tool]) -> Tool | None:
+    """The output tool of an agent with an output type (``final_result``), when it is offered."""
+    return next((t for t in tools if isinstance(t, OutputTool)), None)
+
+
+def final_name(tools: Sequence[Tool]) -> str:
+    """The name of the choice that answers: ``final_answer``, or the output tool's name."""
+    final = output_tool(tools)
+    return final.name if final is not None else FINAL_ANSWER
+
+
 def check_tools(tools: Sequence[Tool]) -> None:
     """Refuse a tool that would shadow the protocol's own ``final_answer``."""
     if any(t.name == FINAL_ANSWER for t in tools):
@@ -156,11 +172,15 @@ def system_prompt(tools: Sequence[Tool], instructions: str = "") -> str:
     lines.append(
         'Reply with one JSON object that calls exactly one tool: {"name": <tool name>, "arguments": {...}}. Tools:'
     )
-    lines += [f"- {tool_line(t)}" for t in tools]
-    lines.append(f"- {FINAL_ANSWER}(text): answer the user; use it as soon as you can answer.")
+    final = output_tool(tools)
+    lines += [f"- {tool_line(t)}" for t in tools if t is not final]
+    if final is None:
+        lines.append(f"- {FINAL_ANSWER}(text): answer the user; use it as soon as you can answer.")
+    else:
+        lines.append(f"- {tool_line(final)} Its arguments are the answer itself, as JSON.")
     lines.append(
         "Call a tool only when you need it to answer; for greetings, thanks or anything "
-        f"you can answer yourself, call {FINAL_ANSWER} right away."
+        f"you can answer yourself, call {final_name(tools)} right away."
     )
     return "\n".join(lines)
 
@@ -181,6 +201,7 @@ def _clause(text: Any) -> str:
 def render(context: Context, tools: Sequence[Tool], *, final_only: bool = False) -> list[dict[str, Any]]:
     """The notebook as OpenAI chat messages for the constrained protocol."""
     instructions = "\n\n".join(m.content for m in context if m.role == "system")
+    name = final_name(tools)  # with an output type the answer is its tool, not final_answer
     out: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(tools, instructions)}]
     for m in context:
         if m.role == "user":
@@ -188,9 +209,9 @@ def render(context: Context, tools: Sequence[Tool], *, final_only: bool = False)
         elif m.role == "assistant":
             out.append({"role": "assistant", "content": _assistant_text(m)})
         elif m.role == "tool":
-            _append_user(out, _result_text(m))
+            _append_user(out, _result_text(m, name))
     if final_only:
-        _append_user(out, FINAL_ONLY)
+        _append_user(out, FINAL_ONLY.replace(FINAL_ANSWER, name))
     return out
 
 
@@ -213,14 +234,14 @@ def _loads_or_raw(arguments: str) -> Any:
         return arguments
 
 
-def _result_text(m: Message) -> str:
+def _result_text(m: Message, final: str = FINAL_ANSWER) -> str:
     content = m.content
     if len(content) > MAX_RESULT_CHARS:
         content = content[:MAX_RESULT_CHARS] + f"\n[... cut: {len(m.content):,} characters in all]"
     name = m.name or "the tool"
     if m.is_error:
-        return f"{name} failed: {content}\n{ERROR_NUDGE}"
-    return f"{name} returned: {content}\n" + NUDGE
+        return f"{name} failed: {content}\n{ERROR_NUDGE.replace(FINAL_ANSWER, final)}"
+    return f"{name} returned: {content}\n" + NUDGE.replace(FINAL_ANSWER, final)
 
 
 def _append_user(out: list[dict[str, Any]], text: str) -> None:

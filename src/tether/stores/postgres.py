@@ -61,24 +61,30 @@ class PostgresStore:
     created or migrated) on first use, or at once with :meth:`connect`.
     """
 
-    def __init__(self, dsn: str, *, schema: str = "tether") -> None:
+    def __init__(self, dsn: str, *, schema: str = "tether", connections: int = 1) -> None:
         self._pg = _psycopg()
         if not schema or "\x00" in schema:
             raise UserError(f"invalid PostgreSQL schema name {schema!r}")
         self.dsn = dsn
         self.schema = schema
         self.version = 0
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._lock = asyncio.Lock()
+        if not isinstance(connections, int) or connections < 1:
+            raise UserError(f"connections must be a positive integer, got {connections!r}")
+        self.connections = connections
+        self._conn: psycopg.AsyncConnection[Any] | None = None  # the connection opened last
+        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        self._open: set[psycopg.AsyncConnection[Any]] = set()
+        self._slots = asyncio.Semaphore(connections)  # each call has a connection to itself
+        self._lock = asyncio.Lock()  # the schema is migrated once
         self._sql = _statements(self._pg.sql.Identifier(schema))
         self.channel = "tether_changes_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
 
     @classmethod
-    async def connect(cls, dsn: str, *, schema: str = "tether") -> PostgresStore:
+    async def connect(cls, dsn: str, *, schema: str = "tether", connections: int = 1) -> PostgresStore:
         """A store whose connection is open and whose schema is up to date."""
-        store = cls(dsn, schema=schema)
-        async with store._lock:
-            await store._connection()
+        store = cls(dsn, schema=schema, connections=connections)
+        async with store._session("connect"):
+            pass
         return store
 
     # -- the RunStore protocol -------------------------------------------
@@ -91,6 +97,8 @@ class PostgresStore:
         rows = [(kind, _jsonb_text(body)) for kind, body in encode_events(events, blobs)]
         new_status = status_after("", events) or None  # None: keep the run's status
         new_seq = expected_seq + len(rows)
+        if len(rows) == 1 and expected_seq > 0 and not blobs and len(run_id.encode()) < _MAX_PAYLOAD:
+            return await self._append_one(run_id, rows[0], expected_seq, new_status, lease)
         async with self._session(f"append to run {run_id!r}", tx=True, run_id=run_id, expected=expected_seq) as conn:
             if lease is not None:
                 await self._check_lease(conn, lease)
@@ -119,6 +127,29 @@ class PostgresStore:
             if len(run_id.encode()) < _MAX_PAYLOAD:  # delivered to listeners when this commits
                 await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, run_id))
         return new_seq
+
+    async def _append_one(
+        self, run_id: str, row: tuple[str, str], expected_seq: int, status: str | None, lease: Lease | None
+    ) -> int:
+        """The hot path (one event on an existing run): lease check, advance, insert and notify in one
+        statement, so one round trip; a refusal is explained by a second look."""
+        kind, body = row
+        owner, token = (lease.owner, lease.token) if lease is not None else (None, None)
+        params = (run_id, owner, token, expected_seq + 1, status, run_id, expected_seq, lease is None,
+                  expected_seq + 1, kind, body, self.channel)  # fmt: skip
+        async with self._session(f"append to run {run_id!r}", run_id=run_id, expected=expected_seq) as conn:
+            cur = await conn.execute(self._sql["append_one"], params)
+            found = await cur.fetchone()
+            if found is not None and found[0] == 1:
+                return expected_seq + 1
+            async with conn.transaction():  # refused: say why, as the general path would
+                if lease is not None:
+                    await self._check_lease(conn, lease)
+                cur = await conn.execute(self._sql["run_place"], (run_id,))
+                place = await cur.fetchone()
+                if place is not None and place[0] is not None:
+                    await self._check_last(conn, run_id, place[0], place[1])
+                raise conflict(run_id, await self._seq(conn, run_id), expected_seq)
 
     async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
         """Take (or renew) the run's lease for ``ttl`` seconds, on the database's clock."""
@@ -202,8 +233,9 @@ class PostgresStore:
 
     async def aclose(self) -> None:
         """Close the connection; a later call would open a new one."""
-        async with self._lock:
-            await self._drop()
+        conns, self._open, self._idle, self._conn = list(self._open), set(), [], None
+        for conn in conns:
+            await conn.close()
 
     async def __aenter__(self) -> PostgresStore:
         return self
@@ -217,32 +249,42 @@ class PostgresStore:
     # -- connection and transactions ---------------------------------------
 
     async def _connection(self) -> psycopg.AsyncConnection[Any]:
-        if self._conn is not None and not self._conn.closed:
-            return self._conn
+        while self._idle:
+            idle = self._idle.pop()
+            if not idle.closed:
+                return idle
+            self._open.discard(idle)
         try:
             conn: psycopg.AsyncConnection[Any] = await self._pg.AsyncConnection.connect(self.dsn, autocommit=True)
         except self._pg.Error as exc:
             raise StoreError(f"cannot connect to PostgreSQL: {exc}") from exc
         try:
-            self.version = await migrate_postgres(conn, self.schema)
+            async with self._lock:
+                if not self.version:
+                    self.version = await migrate_postgres(conn, self.schema)
         except BaseException:
             await conn.close()
             raise
+        self._open.add(conn)
         self._conn = conn
         return conn
 
-    async def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+    async def _drop(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
         if conn is not None:
+            self._open.discard(conn)
             await conn.close()
 
     @asynccontextmanager
     async def _session(
         self, what: str, *, tx: bool = False, run_id: str = "", expected: int = 0
     ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """The store's connection, alone (in one transaction if ``tx``); psycopg errors become StoreError."""
+        """A connection to this call alone (in one transaction if ``tx``); psycopg errors become StoreError.
+
+        With ``connections=N``, up to N calls (of different runs) talk to the server at once.
+        """
         pg = self._pg
-        async with self._lock:
+        async with self._slots:
+            conn = None
             try:
                 conn = await self._connection()
                 if tx:
@@ -260,12 +302,17 @@ class PostgresStore:
                     f"run {run_id!r} already has an event after #{expected}: another worker advanced it"
                 ) from exc
             except pg.Error as exc:
-                if isinstance(exc, pg.OperationalError) or _broken(self._conn):
-                    await self._drop()
+                if isinstance(exc, pg.OperationalError) or _broken(conn):
+                    await self._drop(conn)
+                    conn = None
                 raise StoreError(f"PostgreSQL store could not {what}: {exc}") from exc
             except asyncio.CancelledError:
-                await self._drop()  # closing aborts whatever the server was doing for us
+                await self._drop(conn)  # closing aborts whatever the server was doing for us
+                conn = None
                 raise
+            finally:
+                if conn is not None and conn in self._open:
+                    self._idle.append(conn)
 
     async def _keep_blobs(self, conn: psycopg.AsyncConnection[Any], run_id: str, blobs: dict[str, bytes]) -> None:
         """Send the parts this run does not hold yet (a part named again is not sent again)."""
@@ -288,8 +335,8 @@ class PostgresStore:
         last = await cur.fetchone()
         if (last[0] if last else "") != continues:
             raise moved_on(session, continues, last[0] if last else None)
-        if last is not None:  # its row is locked: a worker that took its lease first is seen here
-            lease = await self._lease(conn, last[0])
+        if last is not None:  # its rows are locked: a worker taking its lease waits for this start
+            lease = await self._lease(conn, last[0], lock=True, update=True)
             if lease is not None and lease.expires_at > await self._now(conn):
                 raise being_advanced(session, lease)
         return session, (int(last[1]) if last else 0) + 1
@@ -306,8 +353,10 @@ class PostgresStore:
         if current is None or (current.owner, current.token) != (lease.owner, lease.token):
             raise held_by(lease.run_id, current, await self._now(conn))
 
-    async def _lease(self, conn: psycopg.AsyncConnection[Any], run_id: str, *, lock: bool = False) -> Lease | None:
-        cur = await conn.execute(self._sql["lease_lock" if lock else "lease"], (run_id,))
+    async def _lease(
+        self, conn: psycopg.AsyncConnection[Any], run_id: str, *, lock: bool = False, update: bool = False
+    ) -> Lease | None:
+        cur = await conn.execute(self._sql["lease_update" if update else "lease_lock" if lock else "lease"], (run_id,))
         row = await cur.fetchone()
         return Lease(run_id, row[0], int(row[1]), float(row[2])) if row else None
 
@@ -360,6 +409,20 @@ def _statements(schema: Any) -> dict[str, Any]:
         "insert": q(
             "INSERT INTO {s}.events (run_id, seq, kind, body, created_at) VALUES (%s, %s, %s, %s::jsonb, now())"
         ),
+        # One event, one statement: the lease (if any) must be the current one (locked against a take-over
+        # until this commits), the run must still be at the expected position; then the event and the
+        # notification. A statement not referenced by the final SELECT would not run: each is counted.
+        "append_one": q(
+            "WITH l AS (SELECT 1 FROM {s}.leases WHERE run_id = %s AND owner = %s AND token = %s FOR SHARE), "
+            "r AS (UPDATE {s}.runs SET seq = %s, status = coalesce(%s, status), updated_at = now() "
+            "WHERE run_id = %s AND seq = %s AND (%s OR EXISTS (SELECT 1 FROM l)) "
+            "AND (session IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.runs o "
+            "WHERE o.session = runs.session AND o.session_n > runs.session_n)) RETURNING run_id), "
+            "e AS (INSERT INTO {s}.events (run_id, seq, kind, body, created_at) "
+            "SELECT r.run_id, %s, %s, %s::jsonb, now() FROM r RETURNING 1), "
+            "n AS (SELECT pg_notify(%s, r.run_id) FROM r) "
+            "SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM n)"
+        ),
         "seq": q("SELECT seq FROM {s}.runs WHERE run_id = %s"),
         "load": q("SELECT seq, kind, body FROM {s}.events WHERE run_id = %s ORDER BY seq"),
         "get": q(f"SELECT {columns} FROM {runs} WHERE r.run_id = %s"),
@@ -377,6 +440,8 @@ def _statements(schema: Any) -> dict[str, Any]:
         "release": q("UPDATE {s}.leases SET expires_at = 0 WHERE run_id = %s AND owner = %s AND token = %s"),
         "lease": q("SELECT owner, token, expires_at FROM {s}.leases WHERE run_id = %s"),
         "lease_lock": q("SELECT owner, token, expires_at FROM {s}.leases WHERE run_id = %s FOR SHARE"),
+        "lease_update": q("SELECT owner, token, expires_at FROM {s}.leases WHERE run_id = %s FOR UPDATE"),
+        "run_place": q("SELECT session, session_n FROM {s}.runs WHERE run_id = %s"),
         "delete_lease": q("DELETE FROM {s}.leases WHERE run_id = %s"),
         "delete_events": q("DELETE FROM {s}.events WHERE run_id = %s"),
         "delete_run": q("DELETE FROM {s}.runs WHERE run_id = %s"),

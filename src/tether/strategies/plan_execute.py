@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..agent import Agent, RunResult
 from ..context import Context
@@ -118,10 +119,19 @@ def plan_execute_agent(
 
 
 async def plan_and_execute(
-    planner: Policy, executor: Agent, task: str, *, max_replans: int = 2, run_id: str | None = None
+    planner: Policy,
+    executor: Agent,
+    task: str,
+    *,
+    max_replans: int = 2,
+    run_id: str | None = None,
+    deps: Any = None,
 ) -> PlanResult:
-    """Plan ``task``, run each step with ``executor``, re-plan when a step does not finish."""
-    result = await plan_execute_agent(planner, executor, max_replans=max_replans).run(task, run_id=run_id)
+    """Plan ``task``, run each step with ``executor``, re-plan when a step does not finish.
+
+    ``deps`` reach the executor's tools (each step is a child run, which gets its parent's deps)."""
+    agent = plan_execute_agent(planner, executor, max_replans=max_replans)
+    result = await agent.run(task, run_id=run_id, deps=deps)
     return PlanResult(result.status, result.output, _plans(result.context), result)
 
 

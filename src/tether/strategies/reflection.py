@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from ..agent import Agent, RunResult
 from ..context import Context
@@ -83,16 +84,23 @@ def reflection_agent(writer: Agent, critic: Critic | Agent, *, rounds: int = 2, 
 
 
 async def reflect(
-    agent: Agent, task: str, critic: Critic | Agent, *, rounds: int = 2, run_id: str | None = None
+    agent: Agent,
+    task: str,
+    critic: Critic | Agent,
+    *,
+    rounds: int = 2,
+    run_id: str | None = None,
+    deps: Any = None,
 ) -> RunResult:
     """Run ``task``; while the critic returns feedback (and rounds remain), revise with it.
 
     The critic gets the answer and returns ``None`` (accept) or feedback; an
     :class:`~tether.agent.Agent` critic checks the answer with its own tools and
     replies ``OK`` to accept. A run that does not finish (paused, failed, limit)
-    is returned as it is and resumes like any run.
+    is returned as it is and resumes like any run. ``deps`` reach the writer's
+    and the critic's tools (they run as child runs).
     """
-    return await reflection_agent(agent, critic, rounds=rounds).run(task, run_id=run_id)
+    return await reflection_agent(agent, critic, rounds=rounds).run(task, run_id=run_id, deps=deps)
 
 
 def _call(tool: str, task: str, n: int) -> Message:
