@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .events import ErrorKind, ToolFinished
+from .events import ErrorKind, Event, ToolFinished
 from .messages import Message
 from .parts import PART_TYPES, Part, Text, within
 from .tools import Invocation, ToolTimedOut, result_text
 from .turn import Execute
+
+if TYPE_CHECKING:
+    from .journal import Journal
 
 __all__ = ["fit_result", "run_call"]
 
@@ -92,13 +95,13 @@ def result_content(value: Any, prefix: str = "") -> str | tuple[Part, ...]:
     return prefix + result_text(value)
 
 
-def fit_result(ev: ToolFinished, held: int) -> ToolFinished:
-    """A result with parts, the images and files that would take the notebook (holding ``held``
-    bytes of them) over its cap left out (:data:`~tether.parts.MAX_NOTEBOOK_PART_BYTES`)."""
-    content = ev.result.content
-    if isinstance(content, str):
+def fit_result(ev: Event, journal: Journal) -> Event:
+    """``ev``, or for a tool's result with parts, the images and files that would take the journal's
+    notebook over its cap left out (:data:`~tether.parts.MAX_NOTEBOOK_PART_BYTES`). Text costs a type check."""
+    if not isinstance(ev, ToolFinished) or isinstance(ev.result.content, str):
         return ev
-    fitted = within(content, held)
+    content = ev.result.content
+    fitted = within(content, journal.part_bytes())
     if fitted == content:
         return ev
     return dataclasses.replace(ev, result=dataclasses.replace(ev.result, content=fitted))

@@ -336,6 +336,17 @@ def part_bytes(contents: Any) -> int:
     return sum(len(p) for c in contents if not isinstance(c, str) for p in c if not isinstance(p, Text))
 
 
+def check_notebook(contents: Any) -> None:
+    """Refuse (``UserError``) a notebook whose images and files are over :data:`MAX_NOTEBOOK_PART_BYTES`."""
+    if (held := part_bytes(contents)) > MAX_NOTEBOOK_PART_BYTES:
+        from .exceptions import UserError
+
+        raise UserError(
+            f"the run's notebook would hold {held:,} bytes of images and files, over the cap of "
+            f"{MAX_NOTEBOOK_PART_BYTES:,} (tether.parts.MAX_NOTEBOOK_PART_BYTES): send fewer or smaller ones"
+        )
+
+
 def within(content: tuple[Part, ...], held: int, cap: int = MAX_NOTEBOOK_PART_BYTES) -> tuple[Part, ...]:
     """``content`` with each image or file that would take a notebook holding ``held`` bytes of
     parts over ``cap`` left out, a short note in its place.

@@ -47,14 +47,13 @@ from .events import (
     QuestionAsked,
     RunStarted,
     Token,
-    ToolFinished,
     ToolStarted,
 )
 from .exceptions import LeaseConflict, ProviderError, StoreError, UserError
 from .journal import Journal
 from .leases import Holder
 from .messages import Message
-from .parts import MAX_NOTEBOOK_PART_BYTES, part_bytes
+from .parts import check_notebook
 from .policy import ask, unique_call_ids
 from .resuming import check_against_store, check_resumable, driver, stored_journal
 from .session import continue_session
@@ -199,11 +198,7 @@ class Run:
         run_id = self.run_id or uuid.uuid4().hex
         notes = list(self.prior or ()) or list(instructions_of(self.agent, run_id, self.deps))
         notes.append(input if isinstance(input, Message) else Message.user(str(input)))
-        if (held := part_bytes(m.content for m in notes)) > MAX_NOTEBOOK_PART_BYTES:
-            raise UserError(
-                f"the run's notebook would hold {held:,} bytes of images and files, over the cap of "
-                f"{MAX_NOTEBOOK_PART_BYTES:,} (tether.parts.MAX_NOTEBOOK_PART_BYTES): send fewer or smaller ones"
-            )
+        check_notebook(m.content for m in notes)
         return RunStarted(
             run_id, tuple(notes), False, self.fingerprint, self.agent.name, self.meta, model_of(self.agent)
         )
@@ -241,8 +236,7 @@ class Run:
         if _crash.armed:
             _crash.crash_around("before", ev.kind)
         async with self.lock:
-            if type(ev) is ToolFinished and type(ev.result.content) is not str:  # images and files: within the cap
-                ev = fit_result(ev, self.journal.part_bytes())
+            ev = fit_result(ev, self.journal)  # a tool's images and files: within the notebook's cap
             if self.store is not None:
                 await self._write(ev)
             self._apply(ev)
