@@ -23,15 +23,19 @@ text, a timeout or an exception becomes an error note the model reads
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import dataclasses
+from typing import TYPE_CHECKING, Any
 
-from .events import ErrorKind, ToolFinished
+from .events import ErrorKind, Event, ToolFinished
 from .messages import Message
-from .parts import PART_TYPES, Part, Text
+from .parts import PART_TYPES, Part, Text, within
 from .tools import Invocation, ToolTimedOut, result_text
 from .turn import Execute
 
-__all__ = ["run_call"]
+if TYPE_CHECKING:
+    from .journal import Journal
+
+__all__ = ["fit_result", "run_call"]
 
 
 async def run_call(step: Execute, run_id: str, deadline: float | None, deps: Any = None) -> ToolFinished:
@@ -89,3 +93,15 @@ def result_content(value: Any, prefix: str = "") -> str | tuple[Part, ...]:
         pieces = [v if isinstance(v, PART_TYPES) else Text(result_text(v)) for v in value]
         return tuple([Text(prefix), *pieces] if prefix else pieces)
     return prefix + result_text(value)
+
+
+def fit_result(ev: Event, journal: Journal) -> Event:
+    """``ev``, or for a tool's result with parts, the images and files that would take the journal's
+    notebook over its cap left out (:data:`~tether.parts.MAX_NOTEBOOK_PART_BYTES`). Text costs a type check."""
+    if not isinstance(ev, ToolFinished) or isinstance(ev.result.content, str):
+        return ev
+    content = ev.result.content
+    fitted = within(content, journal.part_bytes())
+    if fitted == content:
+        return ev
+    return dataclasses.replace(ev, result=dataclasses.replace(ev.result, content=fitted))

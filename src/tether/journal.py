@@ -47,6 +47,7 @@ from .events import (
     ToolStarted,
 )
 from .messages import Message, Usage
+from .parts import part_bytes
 from .state import Decision, PendingCall, RunState, Status
 
 __all__ = ["Journal", "next_status", "pause_status", "replay", "state_of", "status_of"]
@@ -230,6 +231,10 @@ class Journal:
 
     def _cancelled(self, ev: Cancelled) -> None:
         self.closed = ev.final
+
+    def part_bytes(self) -> int:
+        """The bytes of the images and files in the notebook, results not yet written in it included."""
+        return part_bytes(m.content for m in (*self.context, *self._results.values()))
 
     def _write_results(self) -> None:
         """Write every result that is in, in the order of the calls that asked for them."""

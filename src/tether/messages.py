@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from .parts import Part, check_parts, content_of, describe, part_from_dict
+from .parts import MAX_PARTS, Part, check_parts, content_of, describe, part_from_dict
 
 __all__ = ["Message", "ROLES", "Reasoning", "Role", "ToolCall", "Usage", "check_keys", "new_call_id"]
 
@@ -309,6 +309,8 @@ def _content(value: Any) -> str | tuple[Part, ...]:
         return value
     if not isinstance(value, list):
         raise ValueError(f"field 'content' must be a string or a list of parts, got {type(value).__name__}")
+    if len(value) > MAX_PARTS:  # before parsing any: a huge list of tiny parts costs no time
+        raise ValueError(f"a note holds at most {MAX_PARTS:,} parts, got {len(value):,}")
     return tuple(part_from_dict(p) for p in value)
 
 

@@ -22,16 +22,37 @@ import base64
 import binascii
 import hashlib
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["IMAGE_TYPES", "MAX_PART_BYTES", "File", "Image", "Part", "Text", "describe", "part_from_dict"]
+__all__ = [
+    "IMAGE_TYPES",
+    "MAX_NOTEBOOK_PART_BYTES",
+    "MAX_PART_BYTES",
+    "MAX_PARTS",
+    "File",
+    "Image",
+    "Part",
+    "Text",
+    "describe",
+    "part_from_dict",
+]
 
 MAX_PART_BYTES = 10 * 1024 * 1024
-"""The cap on one part's bytes (10 MiB): as base64 it stays under a RunState's 16 MiB cap."""
+"""The cap on one part's bytes (10 MiB)."""
+
+MAX_PARTS = 1000
+"""The most parts one note holds (checked before any is parsed)."""
+
+MAX_NOTEBOOK_PART_BYTES = 24 * 1024 * 1024
+"""The cap on the bytes of all the images and files one run's notebook holds (24 MiB): as base64
+(32 MiB) they leave a RunState's 48 MiB cap the 16 MiB it always had for everything else."""
 
 IMAGE_TYPES: frozenset[str] = frozenset(("image/png", "image/jpeg", "image/gif", "image/webp"))
 """The image media types every vision vendor tether speaks to accepts."""
@@ -141,9 +162,8 @@ class Image(_Binary):
     def from_path(cls, path: str | Path, media_type: str | None = None) -> Image:
         """Read an image file; its media type from its first bytes or its name unless given."""
         import mimetypes
-        from pathlib import Path  # imported here: import tether stays light
 
-        data = Path(path).read_bytes()
+        data = _read(path)
         return cls(data, media_type or _sniff(data) or mimetypes.guess_type(str(path))[0] or "")
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,11 +198,11 @@ class File(_Binary):
     def from_path(cls, path: str | Path, media_type: str | None = None) -> File:
         """Read a file; its media type from its name unless given."""
         import mimetypes
-        from pathlib import Path
+        from pathlib import Path  # imported here: import tether stays light
 
-        p = Path(path)
-        found = media_type or mimetypes.guess_type(p.name)[0] or "application/octet-stream"
-        return cls(p.read_bytes(), found, p.name)
+        name = Path(path).name
+        found = media_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return cls(_read(path), found, name)
 
     def to_dict(self) -> dict[str, Any]:
         data = self._source()
@@ -215,13 +235,39 @@ def part_from_dict(data: Any) -> Part:
     raw, url, media = data.get("data"), data.get("url"), data.get("media_type", "")
     if not isinstance(media, str) or (url is not None and not isinstance(url, str)):
         raise ValueError(f"an {kind} part's media_type and url must be strings")
-    blob = _decode(raw) if raw is not None else None
-    if kind == "image":
-        return Image(blob, media, url)
-    name = data.get("name", "")
+    name = data.get("name", "") if kind == "file" else ""
     if not isinstance(name, str):
         raise ValueError("a file part's name must be a string")
-    return File(blob, media, name, url)
+    memo = _SHARED.get() if raw is not None else None
+    if memo is not None and (found := memo.get((kind, media, name, raw))) is not None:
+        return found
+    blob = _decode(raw) if raw is not None else None
+    part = Image(blob, media, url) if kind == "image" else File(blob, media, name, url)
+    if memo is not None:
+        memo[(kind, media, name, raw)] = part
+    return part
+
+
+_SHARED: ContextVar[dict[tuple[Any, ...], Part] | None] = ContextVar("tether_shared_parts", default=None)
+
+
+@contextmanager
+def shared() -> Iterator[None]:
+    """Within the block, parts parsed from the same JSON are one value: decoded (and hashed) once.
+
+    The stores load a run with it, so a part that many events name is one
+    ``bytes`` object in memory, not one copy per event.
+
+    >>> d = Image(b"GIF89a...", "image/gif").to_dict()
+    >>> with shared():
+    ...     part_from_dict(d) is part_from_dict(dict(d))
+    True
+    """
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 def _decode(text: Any) -> bytes:
@@ -233,6 +279,31 @@ def _decode(text: Any) -> bytes:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise ValueError("a part's data is not valid base64") from None
+
+
+def _read(path: str | Path) -> bytes:
+    """A regular file's bytes, refused past :data:`MAX_PART_BYTES` without reading more than one
+    byte over; a FIFO, a device or a directory is refused without waiting on it."""
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{os.fspath(path)!r} is not a regular file: a part is read from a file")
+        if info.st_size > MAX_PART_BYTES:
+            raise ValueError(f"{os.fspath(path)!r} is {info.st_size:,} bytes, over the part cap of {MAX_PART_BYTES:,}")
+        chunks, left = [], MAX_PART_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_PART_BYTES:  # it grew while it was read
+        raise ValueError(f"{os.fspath(path)!r} is over the part cap of {MAX_PART_BYTES:,} bytes")
+    return data
 
 
 def _sniff(data: bytes) -> str | None:
@@ -255,7 +326,47 @@ def check_parts(content: Any) -> tuple[Part, ...]:
         content = tuple(content)
     if not isinstance(content, tuple) or not all(isinstance(p, PART_TYPES) for p in content):
         raise ValueError(f"message content is a string or a tuple of Text, Image and File parts, got {content!r:.80}")
+    if len(content) > MAX_PARTS:
+        raise ValueError(f"a note holds at most {MAX_PARTS:,} parts, got {len(content):,}")
     return content
+
+
+def part_bytes(contents: Any) -> int:
+    """The bytes of the images and files in ``contents`` (an iterable of message contents)."""
+    return sum(len(p) for c in contents if not isinstance(c, str) for p in c if not isinstance(p, Text))
+
+
+def check_notebook(contents: Any) -> None:
+    """Refuse (``UserError``) a notebook whose images and files are over :data:`MAX_NOTEBOOK_PART_BYTES`."""
+    if (held := part_bytes(contents)) > MAX_NOTEBOOK_PART_BYTES:
+        from .exceptions import UserError
+
+        raise UserError(
+            f"the run's notebook would hold {held:,} bytes of images and files, over the cap of "
+            f"{MAX_NOTEBOOK_PART_BYTES:,} (tether.parts.MAX_NOTEBOOK_PART_BYTES): send fewer or smaller ones"
+        )
+
+
+def within(content: tuple[Part, ...], held: int, cap: int = MAX_NOTEBOOK_PART_BYTES) -> tuple[Part, ...]:
+    """``content`` with each image or file that would take a notebook holding ``held`` bytes of
+    parts over ``cap`` left out, a short note in its place.
+
+    >>> big = File(b"x" * 10, "text/plain", "a.txt")
+    >>> within((Text("see"), big), held=0, cap=15) == (Text("see"), big)
+    True
+    >>> within((big, big), held=0, cap=15)[1].text
+    "[file text/plain, 10 bytes: left out, the run's notebook holds 10 bytes of images and files, its cap is 15]"
+    """
+    out: list[Part] = []
+    for p in content:
+        if not isinstance(p, Text) and held + len(p) > cap:
+            p = Text(
+                f"{p._describe()[:-1]}: left out, the run's notebook holds {held:,} bytes of images and files, "
+                f"its cap is {cap:,}]"
+            )
+        held += len(p) if not isinstance(p, Text) else 0
+        out.append(p)
+    return tuple(out)
 
 
 def describe(content: str | tuple[Part, ...]) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 from . import _crash
 from ._streams import CancelRequested, interleave
 from .budgets import Budget, Parent, cost_of
-from .calls import run_call
+from .calls import fit_result, run_call
 from .children import child_input, child_output, finished_child, previous_notebook, settle
 from .context import Context
 from .events import (
@@ -53,6 +53,7 @@ from .exceptions import LeaseConflict, ProviderError, StoreError, UserError
 from .journal import Journal
 from .leases import Holder
 from .messages import Message
+from .parts import check_notebook
 from .policy import ask, unique_call_ids
 from .resuming import check_against_store, check_resumable, driver, stored_journal
 from .session import continue_session
@@ -197,6 +198,7 @@ class Run:
         run_id = self.run_id or uuid.uuid4().hex
         notes = list(self.prior or ()) or list(instructions_of(self.agent, run_id, self.deps))
         notes.append(input if isinstance(input, Message) else Message.user(str(input)))
+        check_notebook(m.content for m in notes)
         return RunStarted(
             run_id, tuple(notes), False, self.fingerprint, self.agent.name, self.meta, model_of(self.agent)
         )
@@ -234,6 +236,7 @@ class Run:
         if _crash.armed:
             _crash.crash_around("before", ev.kind)
         async with self.lock:
+            ev = fit_result(ev, self.journal)  # a tool's images and files: within the notebook's cap
             if self.store is not None:
                 await self._write(ev)
             self._apply(ev)

@@ -41,8 +41,11 @@ async def continue_session(
     """The notebook a new run of session ``name`` starts from, and the labels that bind it to the session."""
     if store is None:
         raise UserError("a session lives in the run store: give the agent a store (Agent(store=...))")
-    if not isinstance(name, str) or not name or len(name) > 200:
-        raise UserError(f"a session name is a non-empty string of at most 200 characters, got {name!r}")
+    if not isinstance(name, str) or not name or len(name) > 200 or "\x00" in name or not _utf8(name):
+        raise UserError(
+            f"a session name is a non-empty string of at most 200 characters, without NUL or lone "
+            f"surrogates (every store must hold it), got {name!r}"
+        )
     if prior is not None:
         raise UserError("give a session or a context, not both: a session's notebook comes from its last run")
     found = await store.sessions(name, limit=1)
@@ -57,6 +60,14 @@ async def continue_session(
     if compactor is not None:
         notebook = compactor(notebook)
     return notebook, {"session": name, "continues": last.last_run}
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 async def _check_idle(store: RunStore, name: str, run_id: str, status: str) -> None:

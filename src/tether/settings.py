@@ -95,9 +95,21 @@ def require_deps(agent: Settings, deps: Any) -> None:
         raise UserError(why)
 
 
+RESERVED_LABELS = frozenset(("session", "continues"))
+"""The labels only tether sets: which session a run belongs to and which of its runs it continues."""
+
+
 def labels(meta: Mapping[str, str] | None) -> dict[str, str]:
-    """A run's labels (``meta``), checked: strings to strings."""
+    """A run's labels (``meta``), checked: strings to strings, none of them reserved.
+
+    >>> labels({"ticket": "T-1"})
+    {'ticket': 'T-1'}
+    """
     found = dict(meta or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in found.items()):
         raise UserError(f"meta must map strings to strings, got {found!r}")
+    if reserved := sorted(RESERVED_LABELS.intersection(found)):
+        raise UserError(
+            f"meta label(s) {reserved} are reserved: tether sets them for a run of a session (give session= instead)"
+        )
     return found

@@ -26,6 +26,7 @@ from ..exceptions import LeaseConflict, StoreError
 from ..messages import Message
 from ..parts import File, Image
 from ..state import RunState
+from ..store import Lease
 
 _MESSAGE_KEYS = ("message", "result")
 
@@ -136,4 +137,21 @@ def moved_on(session: str, continues: str, last: str | None) -> LeaseConflict:
     return LeaseConflict(
         f"session {session!r} moved on: this run continues {continues or 'nothing'!r} but {now} "
         "(another process started a run of it meanwhile); start again from the session's last run"
+    )
+
+
+def superseded(run_id: str, session: str, newer: str) -> LeaseConflict:
+    """The refusal an older run of a session gets once a newer run continued the session."""
+    return LeaseConflict(
+        f"run {run_id!r} cannot go on: session {session!r} moved on to run {newer!r}, which continues it "
+        "(resuming the older run would repeat what the newer one may have done); continue the session instead"
+    )
+
+
+def being_advanced(session: str, lease: Lease) -> LeaseConflict:
+    """The refusal a new run of a session gets while a worker holds the lease of the session's last run."""
+    return LeaseConflict(
+        f"session {session!r} cannot start a new run: its last run {lease.run_id!r} is being advanced "
+        f"by {lease.owner!r}; try again after it ends",
+        holder=lease.owner,
     )

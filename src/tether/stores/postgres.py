@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import Event
 from ..exceptions import LeaseConflict, StoreError, UserError, install_hint
+from ..parts import shared
 from ..store import Lease, RunInfo, SessionInfo
 from . import status_after
-from ._blobs import Blobs, moved_on, names_blobs, session_of
+from ._blobs import Blobs, being_advanced, moved_on, names_blobs, session_of, superseded
 from ._codec import conflict, decode_event, encode_events, held_by
 from ._migrations import migrate_postgres
 
@@ -111,8 +112,11 @@ class PostgresStore:
                 cur = await conn.execute(self._sql["create"], (run_id, new_status or "running", new_seq, session, n))
             else:
                 cur = await conn.execute(self._sql["advance"], (new_seq, new_status, run_id, expected_seq))
-            if await cur.fetchone() is None:
+            advanced = await cur.fetchone()
+            if advanced is None:
                 raise conflict(run_id, await self._seq(conn, run_id), expected_seq)
+            if expected_seq and advanced[1] is not None:  # after the row lock: a newer run's start is visible
+                await self._check_last(conn, run_id, advanced[1], advanced[2])
             if blobs:
                 await self._keep_blobs(conn, run_id, blobs)
             params = [(run_id, expected_seq + i, kind, body) for i, (kind, body) in enumerate(rows, 1)]
@@ -141,6 +145,10 @@ class PostgresStore:
             async with conn.transaction():  # refused: say why, as the general path would
                 if lease is not None:
                     await self._check_lease(conn, lease)
+                cur = await conn.execute(self._sql["run_place"], (run_id,))
+                place = await cur.fetchone()
+                if place is not None and place[0] is not None:
+                    await self._check_last(conn, run_id, place[0], place[1])
                 raise conflict(run_id, await self._seq(conn, run_id), expected_seq)
 
     async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
@@ -167,7 +175,8 @@ class PostgresStore:
                 cur = await conn.execute(self._sql["blobs"], (run_id,))
                 raw = {d: bytes(data) for d, data in await cur.fetchall()}
         blobs = Blobs(run_id, lambda: raw)
-        return [decode_event(run_id, seq, _unwrap(body), blobs) for seq, _, body in rows]
+        with shared():  # a part many events name is decoded once, one bytes object
+            return [decode_event(run_id, seq, _unwrap(body), blobs) for seq, _, body in rows]
 
     async def get(self, run_id: str) -> RunInfo | None:
         """The run's status, length and times, or None if unknown."""
@@ -326,15 +335,28 @@ class PostgresStore:
         last = await cur.fetchone()
         if (last[0] if last else "") != continues:
             raise moved_on(session, continues, last[0] if last else None)
+        if last is not None:  # its rows are locked: a worker taking its lease waits for this start
+            lease = await self._lease(conn, last[0], lock=True, update=True)
+            if lease is not None and lease.expires_at > await self._now(conn):
+                raise being_advanced(session, lease)
         return session, (int(last[1]) if last else 0) + 1
+
+    async def _check_last(self, conn: psycopg.AsyncConnection[Any], run_id: str, session: str, place: int) -> None:
+        """Refuse to advance an older run of a session once a newer run continued the session."""
+        cur = await conn.execute(self._sql["session_newer"], (session, place))
+        newer = await cur.fetchone()
+        if newer is not None:
+            raise superseded(run_id, session, newer[0])
 
     async def _check_lease(self, conn: psycopg.AsyncConnection[Any], lease: Lease) -> None:
         current = await self._lease(conn, lease.run_id, lock=True)
         if current is None or (current.owner, current.token) != (lease.owner, lease.token):
             raise held_by(lease.run_id, current, await self._now(conn))
 
-    async def _lease(self, conn: psycopg.AsyncConnection[Any], run_id: str, *, lock: bool = False) -> Lease | None:
-        cur = await conn.execute(self._sql["lease_lock" if lock else "lease"], (run_id,))
+    async def _lease(
+        self, conn: psycopg.AsyncConnection[Any], run_id: str, *, lock: bool = False, update: bool = False
+    ) -> Lease | None:
+        cur = await conn.execute(self._sql["lease_update" if update else "lease_lock" if lock else "lease"], (run_id,))
         row = await cur.fetchone()
         return Lease(run_id, row[0], int(row[1]), float(row[2])) if row else None
 
@@ -375,11 +397,14 @@ def _statements(schema: Any) -> dict[str, Any]:
         "session_last": q(
             "SELECT run_id, session_n FROM {s}.runs WHERE session = %s ORDER BY session_n DESC LIMIT 1 FOR UPDATE"
         ),
+        "session_newer": q(
+            "SELECT run_id FROM {s}.runs WHERE session = %s AND session_n > %s ORDER BY session_n DESC LIMIT 1"
+        ),
         "sessions": q(_SESSIONS.format(where="")),
         "session": q(_SESSIONS.format(where="AND session = %s")),
         "advance": q(
             "UPDATE {s}.runs SET seq = %s, status = coalesce(%s, status), updated_at = now() "
-            "WHERE run_id = %s AND seq = %s RETURNING seq"
+            "WHERE run_id = %s AND seq = %s RETURNING seq, session, session_n"
         ),
         "insert": q(
             "INSERT INTO {s}.events (run_id, seq, kind, body, created_at) VALUES (%s, %s, %s, %s::jsonb, now())"
@@ -390,7 +415,9 @@ def _statements(schema: Any) -> dict[str, Any]:
         "append_one": q(
             "WITH l AS (SELECT 1 FROM {s}.leases WHERE run_id = %s AND owner = %s AND token = %s FOR SHARE), "
             "r AS (UPDATE {s}.runs SET seq = %s, status = coalesce(%s, status), updated_at = now() "
-            "WHERE run_id = %s AND seq = %s AND (%s OR EXISTS (SELECT 1 FROM l)) RETURNING run_id), "
+            "WHERE run_id = %s AND seq = %s AND (%s OR EXISTS (SELECT 1 FROM l)) "
+            "AND (session IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.runs o "
+            "WHERE o.session = runs.session AND o.session_n > runs.session_n)) RETURNING run_id), "
             "e AS (INSERT INTO {s}.events (run_id, seq, kind, body, created_at) "
             "SELECT r.run_id, %s, %s, %s::jsonb, now() FROM r RETURNING 1), "
             "n AS (SELECT pg_notify(%s, r.run_id) FROM r) "
@@ -413,6 +440,8 @@ def _statements(schema: Any) -> dict[str, Any]:
         "release": q("UPDATE {s}.leases SET expires_at = 0 WHERE run_id = %s AND owner = %s AND token = %s"),
         "lease": q("SELECT owner, token, expires_at FROM {s}.leases WHERE run_id = %s"),
         "lease_lock": q("SELECT owner, token, expires_at FROM {s}.leases WHERE run_id = %s FOR SHARE"),
+        "lease_update": q("SELECT owner, token, expires_at FROM {s}.leases WHERE run_id = %s FOR UPDATE"),
+        "run_place": q("SELECT session, session_n FROM {s}.runs WHERE run_id = %s"),
         "delete_lease": q("DELETE FROM {s}.leases WHERE run_id = %s"),
         "delete_events": q("DELETE FROM {s}.events WHERE run_id = %s"),
         "delete_run": q("DELETE FROM {s}.runs WHERE run_id = %s"),

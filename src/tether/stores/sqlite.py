@@ -31,15 +31,17 @@ from typing import Any, Literal
 
 from ..events import Event
 from ..exceptions import StoreError, UserError
+from ..parts import shared
 from ..store import Lease, RunInfo, SessionInfo
 from . import status_after
-from ._blobs import Blobs, moved_on, session_of
+from ._blobs import Blobs, being_advanced, moved_on, session_of, superseded
 from ._codec import conflict, decode_event, encode_events, held_by
 from ._migrations import migrate_sqlite
 
 Durability = Literal["normal", "full"]
 _SYNCHRONOUS = {"normal": 1, "full": 2}
 _RUN_COLUMNS = "run_id, status, seq, created_at, updated_at"
+_RUN_ROW = "SELECT status, seq, session, session_n FROM runs WHERE run_id = ?"
 _INFO = (
     "SELECT r.run_id, r.status, r.seq, r.created_at, r.updated_at, l.owner, l.expires_at "
     "FROM runs r LEFT JOIN leases l ON l.run_id = r.run_id"
@@ -110,10 +112,12 @@ class SQLiteStore:
         blobs: dict[str, bytes] = {}
         rows = encode_events(events, blobs)
         with self._write(f"append to run {run_id!r}") as conn:
-            row = conn.execute("SELECT status, seq FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            status, seq = row if row else ("running", 0)
+            row = conn.execute(_RUN_ROW, (run_id,)).fetchone()
+            status, seq, session, place = row if row else ("running", 0, None, None)
             if seq != expected_seq:
                 raise conflict(run_id, seq, expected_seq)
+            if session is not None and place is not None:  # an older run of a session stays put past a newer one
+                _check_last(conn, run_id, session, place)
             if lease is not None:
                 current = _lease(conn, run_id)
                 if current is None or (current.owner, current.token) != (lease.owner, lease.token):
@@ -171,7 +175,8 @@ class SQLiteStore:
         with self._read(f"load run {run_id!r}") as conn:
             rows = conn.execute("SELECT seq, body FROM events WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
         blobs = Blobs(run_id, lambda: self._blobs(run_id))
-        return [decode_event(run_id, seq, body, blobs) for seq, body in rows]
+        with shared():  # a part many events name is decoded once, one bytes object
+            return [decode_event(run_id, seq, body, blobs) for seq, body in rows]
 
     def _blobs(self, run_id: str) -> dict[str, bytes]:
         with self._read(f"load the parts of run {run_id!r}") as conn:
@@ -322,7 +327,19 @@ def _session_place(conn: sqlite3.Connection, events: Sequence[Event]) -> tuple[s
     ).fetchone()
     if (last[0] if last else "") != continues:
         raise moved_on(session, continues, last[0] if last else None)
+    if last is not None:
+        lease = _lease(conn, last[0])
+        if lease is not None and lease.expires_at > time.time():
+            raise being_advanced(session, lease)
     return session, (last[1] if last else 0) + 1
+
+
+def _check_last(conn: sqlite3.Connection, run_id: str, session: str, place: int) -> None:
+    newer = conn.execute(
+        "SELECT run_id FROM runs WHERE session = ? AND session_n > ? ORDER BY session_n DESC LIMIT 1", (session, place)
+    ).fetchone()
+    if newer is not None:
+        raise superseded(run_id, session, newer[0])
 
 
 def _lease(conn: sqlite3.Connection, run_id: str) -> Lease | None:
