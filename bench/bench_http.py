@@ -7,7 +7,7 @@ and a final answer, 11 requests in all. Each configuration runs in a fresh
 client process, so peak RSS is its own.
 
 * CPU per step: client CPU time (user + system) per model request at
-  concurrency 1; target tether <= 1.5x the bare loop.
+  concurrency 1, 100 and 1,000; target tether <= 1.5x the bare loop at each.
 * steps/s and peak RSS at 1, 100 and 1,000 concurrent runs; target at 1,000:
   tether >= 0.8x the bare loop's steps/s.
 
@@ -239,10 +239,14 @@ def main(quick: bool) -> None:
                 f"{r['steps_per_s']:>10.0f}{r['rss_mb']:>13.1f}"
             )
         by = {(kind, c): r for kind, c, _, r in rows}
-        cpu_ratio = by[("tether", 1)]["cpu_us_per_step"] / by[("bare", 1)]["cpu_us_per_step"]
-        rate_ratio = by[("tether", 1000)]["steps_per_s"] / by[("bare", 1000)]["steps_per_s"]
-        print(f"\nCPU per step, tether / bare at 1 run:        {cpu_ratio:.2f}x  (target <= 1.5x)")
-        print(f"steps/s, tether / bare at 1,000 runs:       {rate_ratio:.2f}x  (target >= 0.8x)")
+        print()
+        for c in (1, 100, 1000):
+            cpu_ratio = by[("tether", c)]["cpu_us_per_step"] / by[("bare", c)]["cpu_us_per_step"]
+            rate_ratio = by[("tether", c)]["steps_per_s"] / by[("bare", c)]["steps_per_s"]
+            print(
+                f"tether / bare at {c:>5,} concurrent runs: CPU per step {cpu_ratio:.2f}x (target <= 1.5x), "
+                f"steps/s {rate_ratio:.2f}x"
+            )
     finally:
         server.terminate()
         server.wait()

@@ -20,7 +20,8 @@ def test_the_readme_python_blocks_run_in_order() -> None:
     namespace: dict[str, object] = {"__name__": "readme"}
     for i, block in enumerate(blocks):
         try:
-            exec(compile(block, f"README.md block {i + 1}", "exec"), namespace)
+            # dont_inherit: the blocks run as a user runs them, without this file's `from __future__` flags
+            exec(compile(block, f"README.md block {i + 1}", "exec", dont_inherit=True), namespace)
         except Exception as exc:  # pragma: no cover - the message says which block
             pytest.fail(f"README block {i + 1} failed: {type(exc).__name__}: {exc}\n{block}")
 

@@ -36,6 +36,7 @@ from .events import (
     HandedOff,
     LimitReached,
     ModelReplied,
+    Noted,
     Paused,
     QuestionAsked,
     RunStarted,
@@ -58,6 +59,7 @@ from .exceptions import (
 )
 from .journal import replay, state_of
 from .messages import Message, Reasoning, ToolCall, Usage
+from .parts import File, Image, Text
 from .policy import Action, FunctionPolicy, Policy
 from .state import Decision, PendingCall, RunState
 from .store import RunInfo, RunStore, record_decisions
@@ -79,15 +81,18 @@ __all__ = [
     "Decision",
     "Event",
     "Failed",
+    "File",
     "Finished",
     "FunctionPolicy",
     "HandedOff",
+    "Image",
     "Invocation",
     "LeaseConflict",
     "LimitReached",
     "Message",
     "ModelReplied",
     "ModelRequestsBlocked",
+    "Noted",
     "Paused",
     "PendingCall",
     "Policy",
@@ -109,6 +114,7 @@ __all__ = [
     "StateTampered",
     "StoreError",
     "TetherError",
+    "Text",
     "Token",
     "tool",
     "Tool",

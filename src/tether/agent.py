@@ -22,12 +22,13 @@ from .events import Event
 from .exceptions import UserError
 from .handoffs import team, transfer_tool
 from .messages import Message
+from .output import OutputSpec, with_output
 from .policy import Policy
-from .result import RunResult
+from .result import RunResult, output_of
 from .run import Observer, Run
 from .state import RunState
 from .store import RunStore
-from .tools import Tool, tool
+from .tools import Invocation, Tool, tool
 
 __all__ = ["Agent", "Approver", "RunResult"]
 
@@ -52,7 +53,7 @@ class Agent:
         policy: Policy,
         tools: Sequence[Tool] = (),
         *,
-        instructions: str | None = None,
+        instructions: str | Callable[[Invocation[Any]], str] | None = None,
         name: str = "agent",
         max_steps: int = 20,
         max_tool_calls: int | None = None,
@@ -68,6 +69,8 @@ class Agent:
         handoffs: Sequence[Agent] = (),
         description: str | None = None,
         observers: Sequence[Observer] = (),
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
@@ -86,6 +89,7 @@ class Agent:
             if t.name in self.tools:
                 raise UserError(f"two tools are named {t.name!r}")
             self.tools[t.name] = t
+        self.output: OutputSpec | None = with_output(self.tools, output_type, output_retries)  # adds final_result
         self.tool_list = tuple(self.tools.values())
         self.instructions = instructions
         self.name = name
@@ -152,17 +156,20 @@ class Agent:
         run_id: str | None = None,
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
+        session: str | None = None,
+        deps: Any = None,
     ) -> AsyncIterator[Event]:
         """Run the loop, yielding each event as it happens.
 
-        ``input`` is a task (a new run, continuing ``context`` if given) or a
-        :class:`RunState` to resume. With only ``run_id``, the run is loaded
-        from the agent's store and resumed. Setting ``cancel`` ends the run at
-        the next step with a ``cancelled`` event, cancelling running tools.
-        ``meta`` labels a new run (kept in its ``run-started`` event; never put
-        secrets there).
+        ``input`` is a task (a new run, continuing ``context`` if given) or a :class:`RunState` to resume.
+        With only ``run_id``, the run is loaded from the agent's store and resumed. Setting ``cancel``
+        ends the run at the next step with a ``cancelled`` event, cancelling running tools. ``meta``
+        labels a new run (kept in its ``run-started`` event; never put secrets there). ``session``
+        names a conversation in the agent's store: the new run starts from the notebook its last run
+        left (:mod:`tether.session`). ``deps`` reach tools through their ``Invocation`` (never persisted).
         """
-        return Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta).events()
+        run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta, session=session, deps=deps)
+        return run.events()
 
     async def run(
         self,
@@ -172,9 +179,11 @@ class Agent:
         run_id: str | None = None,
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
+        session: str | None = None,
+        deps: Any = None,
     ) -> RunResult:
         """Run to the end (or a pause) and return the :class:`RunResult`."""
-        run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta)
+        run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta, session=session, deps=deps)
         events = [ev async for ev in run.events()]
         return RunResult.of(run, events)
 
@@ -185,6 +194,8 @@ class Agent:
         context: Context | None = None,
         run_id: str | None = None,
         meta: Mapping[str, str] | None = None,
+        session: str | None = None,
+        deps: Any = None,
     ) -> RunResult:
         """:meth:`run` for synchronous code (starts its own event loop).
 
@@ -193,8 +204,10 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta))
+            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, session=session, deps=deps))
         raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
+
+    output_of = output_of  # a finished run's output, rebuilt from its state or events (tether.result.output_of)
 
     def as_tool(
         self, name: str | None = None, description: str | None = None, *, continues: bool = False, **contract: Any
@@ -209,7 +222,7 @@ class Agent:
         left, its usage added to the parent's. A restart resumes the same child,
         never a second one. With ``continues=True`` each call's child run starts
         from the notebook the previous call's child left (a coworker who
-        remembers the earlier tasks).
+        remembers the earlier tasks). A child with an output type answers with the value's JSON.
 
         >>> from tether import Action
         >>> from tether.testing import ScriptedModel
@@ -221,11 +234,11 @@ class Agent:
         ('Refunded $79.', 'Done: refunded.')
         """
 
-        async def delegate(task: str) -> str:
+        async def delegate(task: str) -> Any:  # a typed output is written as JSON, like any tool's value
             result = await self.run(task)  # used only when called outside a run
             if result.status != "finished":
                 raise RuntimeError(f"sub-agent {self.name!r} stopped with status {result.status!r}")
-            return result.output or ""
+            return "" if result.output is None else result.output
 
         delegate.__doc__ = (
             f"{description or f'Ask the {self.name} agent to do a task.'}\n\n"

@@ -21,11 +21,12 @@ from .context import Context
 from .events import ChildStopped, Event, ToolFinished
 from .journal import Journal, state_of
 from .messages import Message, ToolCall
-from .settings import Input
+from .output import OutputSpec
+from .settings import Input, Settings
 from .state import RunState
 from .store import RunStore
 
-__all__ = ["child_answer", "child_input", "finished_child", "previous_notebook", "settle"]
+__all__ = ["child_answer", "child_input", "child_output", "finished_child", "previous_notebook", "settle"]
 
 
 async def finished_child(store: RunStore | None, child_id: str) -> RunState | None:
@@ -61,22 +62,31 @@ async def previous_notebook(
     return None
 
 
-def settle(call: ToolCall, name: str, state: RunState) -> Event:
-    """How a child's ending becomes its parent's call result (or leaves the call waiting)."""
+def settle(call: ToolCall, name: str, state: RunState, output: OutputSpec | None = None) -> Event:
+    """How a child's ending becomes its parent's call result (or leaves the call waiting);
+    with the child's ``output`` type, a finished child answers with the value's JSON."""
     if state.status in ("paused", "needs-decision", "cancelled"):
         return ChildStopped(call.id, state)  # it waits for a person, or it was interrupted: it resumes
     usage = state.total_usage
     last = state.messages[-1] if state.messages else None
     if state.status == "finished":
-        answer = child_answer(state)
+        answer = child_answer(state, output)
         return ToolFinished(dataclasses.replace(Message.tool_result(call.id, answer, name=call.name), usage=usage))
-    said = f": {last.content}" if last is not None and last.role == "assistant" and last.content else ""
+    said = f": {last.text}" if last is not None and last.role == "assistant" and last.content else ""
     text = f"sub-agent {name!r} ended {state.status} before it finished{said}"
     note = Message.tool_result(call.id, text, name=call.name, is_error=True)
     return ToolFinished(dataclasses.replace(note, usage=usage), "stopped")
 
 
-def child_answer(state: RunState) -> str:
-    """A finished child's answer: its last assistant note, or the result of its terminal tool."""
+def child_output(child: Settings, state: RunState) -> OutputSpec | None:
+    """The output type of the agent that drove a child run to its end (after a handoff, that one)."""
+    return ((child.reachable(state.agent) if state.agent else None) or child).output
+
+
+def child_answer(state: RunState, output: OutputSpec | None = None) -> str:
+    """A finished child's answer: its last assistant note, or the result of its terminal tool
+    (with an output type, its output tool's result: the value's JSON)."""
+    if output is not None and (answer := output.answer_in(state.messages)) is not None:
+        return answer
     last = state.messages[-1] if state.messages else None
-    return last.content if last is not None else ""
+    return last.text if last is not None else ""

@@ -14,6 +14,8 @@ from typing import Any, overload
 
 from .messages import Message
 
+__all__ = ["Context"]
+
 
 class Context:
     """An immutable, append-only sequence of messages.

@@ -45,6 +45,7 @@ __all__ = [
     "Kind",
     "LimitReached",
     "ModelReplied",
+    "Noted",
     "PauseReason",
     "Paused",
     "QuestionAsked",
@@ -70,6 +71,7 @@ Kind = Literal[
     "handed-off",
     "paused",
     "compacted",
+    "noted",
     "finished",
     "failed",
     "cancelled",
@@ -249,6 +251,16 @@ class Compacted:
 
 
 @dataclass(frozen=True, slots=True)
+class Noted:
+    """The loop wrote a note for the model that answers no call (``message``, a user-role note
+    with ``is_error``): a text reply refused because the agent's output type wants its tool."""
+
+    kind: ClassVar[Literal["noted"]] = "noted"
+    message: Message
+    at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
+
+
+@dataclass(frozen=True, slots=True)
 class Finished:
     """The run ended with an answer."""
 
@@ -305,6 +317,7 @@ Event = (
     | HandedOff
     | Paused
     | Compacted
+    | Noted
     | Finished
     | Failed
     | Cancelled

@@ -20,6 +20,21 @@ wrong::
 
 from __future__ import annotations
 
+__all__ = [
+    "LeaseConflict",
+    "ModelRequestsBlocked",
+    "ProviderError",
+    "SandboxUnavailable",
+    "ScriptExhausted",
+    "StateError",
+    "StateIncompatible",
+    "StateTampered",
+    "StoreError",
+    "TetherError",
+    "UserError",
+    "install_hint",
+]
+
 
 class TetherError(Exception):
     """Base class of every exception raised by tether."""

@@ -25,7 +25,8 @@ def transfer_tool(target: Any) -> Tool:
     def transfer(reason: str = "") -> str:
         return f"transferred to {target.name}"  # the loop hands the run over once the turn is settled
 
-    about = target.description or (target.instructions or "").split("\n")[0] or f"the {target.name} agent"
+    said = target.instructions if isinstance(target.instructions, str) else ""  # a callable: no text yet
+    about = target.description or said.split("\n")[0] or f"the {target.name} agent"
     transfer.__doc__ = (
         f"Hand this conversation over to {target.name}: {about}\n\n"
         "Args:\n    reason: why, in a few words (shown to the next agent)."

@@ -38,6 +38,7 @@ from .events import (
     Event,
     HandedOff,
     ModelReplied,
+    Noted,
     Paused,
     PauseReason,
     QuestionAsked,
@@ -46,6 +47,7 @@ from .events import (
     ToolStarted,
 )
 from .messages import Message, Usage
+from .parts import part_bytes
 from .state import Decision, PendingCall, RunState, Status
 
 __all__ = ["Journal", "next_status", "pause_status", "replay", "state_of", "status_of"]
@@ -221,11 +223,18 @@ class Journal:
         self.context = Context(ev.messages)
         self._results.clear()
 
+    def _noted(self, ev: Noted) -> None:
+        self.context = self.context.add(ev.message)
+
     def _paused(self, ev: Paused) -> None:
         self.paused_at = self.seq
 
     def _cancelled(self, ev: Cancelled) -> None:
         self.closed = ev.final
+
+    def part_bytes(self) -> int:
+        """The bytes of the images and files in the notebook, results not yet written in it included."""
+        return part_bytes(m.content for m in (*self.context, *self._results.values()))
 
     def _write_results(self) -> None:
         """Write every result that is in, in the order of the calls that asked for them."""
@@ -271,6 +280,7 @@ _FOLDS: dict[str, Callable[[Journal, Any], None]] = {
     "child-stopped": Journal._child_stopped,
     "handed-off": Journal._handed_off,
     "compacted": Journal._compacted,
+    "noted": Journal._noted,
     "paused": Journal._paused,
     "cancelled": Journal._cancelled,
 }

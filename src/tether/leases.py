@@ -104,13 +104,17 @@ class Holder:
     async def take(self, run_id: str) -> None:
         """Take the lease (from an owner known to be gone, if need be), then keep renewing it."""
         me = owner()
+        _LIVE.add(me)  # before the store has it: no thread here ever sees its lease live and its owner gone
         try:
-            self.lease = await self.store.acquire(run_id, me, self.ttl)
-        except LeaseConflict as exc:
-            if exc.holder is None or not gone(exc.holder):
-                raise
-            self.lease = await self.store.acquire(run_id, me, self.ttl, take_over=exc.holder)
-        _LIVE.add(me)
+            try:
+                self.lease = await self.store.acquire(run_id, me, self.ttl)
+            except LeaseConflict as exc:
+                if exc.holder is None or not gone(exc.holder):
+                    raise
+                self.lease = await self.store.acquire(run_id, me, self.ttl, take_over=exc.holder)
+        except BaseException:
+            _LIVE.discard(me)
+            raise
         self._renewal = asyncio.create_task(self._renew())
 
     async def _renew(self) -> None:
@@ -118,16 +122,27 @@ class Holder:
         while True:
             await asyncio.sleep(self.ttl / 3)
             with contextlib.suppress(StoreError):  # lost: the next append with it is refused
-                self.lease = await self.store.acquire(self.lease.run_id, self.lease.owner, self.ttl)
+                renewed = await self.store.acquire(self.lease.run_id, self.lease.owner, self.ttl)
+                if renewed.token != self.lease.token:  # lost to another worker, then taken back: stay refused
+                    await self.store.release(renewed)
+                    return
+                self.lease = renewed
 
     async def let_go(self) -> None:
-        if self.lease is not None:
-            _LIVE.discard(self.lease.owner)
-        if self._renewal is not None:
-            self._renewal.cancel()
-            # wait() does not raise the renewal's CancelledError, so a cancellation of this task
-            # arriving meanwhile still propagates (suppressing it here lost it: LocalPool.aclose hung).
-            await asyncio.wait([self._renewal])
-        if self.lease is not None:
-            with contextlib.suppress(StoreError, OSError):  # it expires by itself anyway
-                await self.store.release(self.lease)
+        """Stop renewing and release the lease; its owner counts as gone only once it is released."""
+        try:
+            if self._renewal is not None:
+                self._renewal.cancel()
+                # wait() does not raise the renewal's CancelledError, so a cancellation of this task
+                # arriving meanwhile still propagates (suppressing it here lost it: LocalPool.aclose hung).
+                await asyncio.wait([self._renewal])
+        finally:  # even then, let go now: a run left leased for its TTL refuses decisions and takeovers
+            if self.lease is not None:
+                try:
+                    await asyncio.shield(self._release(self.lease))
+                finally:
+                    _LIVE.discard(self.lease.owner)
+
+    async def _release(self, lease: Lease) -> None:
+        with contextlib.suppress(StoreError, OSError):  # it expires by itself anyway
+            await self.store.release(lease)

@@ -24,6 +24,8 @@ from .context import Context
 from .exceptions import UserError
 from .messages import Message
 
+__all__ = ["Summarizer", "compact", "compactor", "default_summary"]
+
 Summarizer = Callable[[Sequence[Message]], str]
 
 
@@ -33,7 +35,7 @@ def default_summary(messages: Sequence[Message]) -> str:
     for m in messages:
         who = m.name or m.role
         calls = ", ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
-        text = " ".join((m.content or calls).split())
+        text = " ".join((m.text or calls).split())
         lines.append(f"- {who}: {text[:160]}")
     return "Summary of earlier notes:\n" + "\n".join(lines)
 

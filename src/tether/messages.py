@@ -15,6 +15,10 @@ import uuid
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from .parts import MAX_PARTS, Part, check_parts, content_of, describe, part_from_dict
+
+__all__ = ["Message", "ROLES", "Reasoning", "Role", "ToolCall", "Usage", "check_keys", "new_call_id"]
+
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
 
@@ -141,14 +145,20 @@ class ToolCall:
 class Message:
     """One note in the notebook.
 
+    ``content`` is a string, or a tuple of :mod:`~tether.parts` (text, images,
+    files) for a note that holds more than text.
+
     >>> Message.user("Where is my order?").role
     'user'
+    >>> from tether.parts import Image
+    >>> Message.user("look at this", Image(url="https://example.com/a.png")).text
+    'look at this\\n[image ?, https://example.com/a.png]'
     >>> Message.tool_result("c1", "shipped", name="look_up").tool_call_id
     'c1'
     """
 
     role: Role
-    content: str = ""
+    content: str | tuple[Part, ...] = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
@@ -159,6 +169,8 @@ class Message:
     model: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        if type(self.content) is not str:
+            object.__setattr__(self, "content", check_parts(self.content))
         if self.role not in ROLES:
             raise ValueError(f"unknown message role {self.role!r}")
         if self.tool_calls and self.role != "assistant":
@@ -168,13 +180,26 @@ class Message:
         if self.role == "tool" and not self.tool_call_id:
             raise ValueError("a tool message needs the tool_call_id it answers")
 
+    @property
+    def text(self) -> str:
+        """The content as text (an image or a file as a short placeholder)."""
+        return self.content if isinstance(self.content, str) else describe(self.content)
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """The non-text parts of the content (images and files), in order."""
+        if isinstance(self.content, str):
+            return ()
+        return tuple(p for p in self.content if p.type != "text")
+
     @classmethod
     def system(cls, content: str) -> Message:
         return cls("system", content)
 
     @classmethod
-    def user(cls, content: str) -> Message:
-        return cls("user", content)
+    def user(cls, *content: str | Part) -> Message:
+        """A user note: one string, or strings and parts (``Message.user("look", Image.from_path(p))``)."""
+        return cls("user", content_of(content) if content else "")
 
     @classmethod
     def assistant(
@@ -188,13 +213,14 @@ class Message:
 
     @classmethod
     def tool_result(
-        cls, tool_call_id: str, content: str, *, name: str | None = None, is_error: bool = False
+        cls, tool_call_id: str, content: str | tuple[Part, ...], *, name: str | None = None, is_error: bool = False
     ) -> Message:
         return cls("tool", content, tool_call_id=tool_call_id, name=name, is_error=is_error)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict that :meth:`from_dict` turns back into an equal message."""
-        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        content = self.content
+        data: dict[str, Any] = {"role": self.role, "content": content if isinstance(content, str) else _dicts(content)}
         if self.tool_calls:
             data["tool_calls"] = [c.to_dict() for c in self.tool_calls]
         if self.tool_call_id is not None:
@@ -223,7 +249,7 @@ class Message:
         usage = data.get("usage")
         return cls(
             role=_str(data, "role"),  # type: ignore[arg-type]  # checked in __post_init__
-            content=_str(data, "content"),
+            content=_content(data.get("content")),
             tool_calls=tuple(ToolCall.from_dict(c) for c in calls),
             tool_call_id=_opt_str(data, "tool_call_id"),
             name=_opt_str(data, "name"),
@@ -234,12 +260,21 @@ class Message:
         )
 
     def to_openai(self) -> dict[str, Any]:
-        """This message in the OpenAI chat-completions wire shape."""
+        """This message in the OpenAI chat-completions wire shape.
+
+        Images become ``image_url`` parts and files ``file`` parts of a user
+        note; elsewhere (a tool result, an assistant note) the wire takes text
+        only, so parts are described there (a provider sends a tool's images in
+        a user note after the results: :mod:`tether.providers`).
+        """
+        content: str | list[dict[str, Any]] = self.content if isinstance(self.content, str) else self.text
+        if not isinstance(self.content, str) and self.role == "user":
+            content = _openai_parts(self.content)
         if self.role == "tool":
-            return {"role": "tool", "tool_call_id": self.tool_call_id, "content": self.content}
-        data: dict[str, Any] = {"role": self.role, "content": self.content}
+            return {"role": "tool", "tool_call_id": self.tool_call_id, "content": content}
+        data: dict[str, Any] = {"role": self.role, "content": content}
         if self.tool_calls:
-            data["content"] = self.content or None
+            data["content"] = content or None
             data["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                 for c in self.tool_calls
@@ -267,6 +302,35 @@ def _str(data: dict[str, Any], key: str, default: str | None = None) -> str:
     if not isinstance(value, str):
         raise ValueError(f"field {key!r} must be a string, got {type(value).__name__}")
     return value
+
+
+def _content(value: Any) -> str | tuple[Part, ...]:
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise ValueError(f"field 'content' must be a string or a list of parts, got {type(value).__name__}")
+    if len(value) > MAX_PARTS:  # before parsing any: a huge list of tiny parts costs no time
+        raise ValueError(f"a note holds at most {MAX_PARTS:,} parts, got {len(value):,}")
+    return tuple(part_from_dict(p) for p in value)
+
+
+def _dicts(parts: tuple[Part, ...]) -> list[dict[str, Any]]:
+    return [p.to_dict() for p in parts]
+
+
+def _openai_parts(parts: tuple[Part, ...]) -> list[dict[str, Any]]:
+    """Parts as OpenAI chat-completions content parts (``text``, ``image_url``, ``file``)."""
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if p.type == "text":
+            out.append({"type": "text", "text": p.text})  # type: ignore[union-attr]
+        elif p.type == "image":
+            out.append({"type": "image_url", "image_url": {"url": p.data_url}})  # type: ignore[union-attr]
+        else:
+            file: dict[str, Any] = {"filename": p.name} if p.name else {}  # type: ignore[union-attr]
+            file["file_data"] = p.data_url  # type: ignore[union-attr]
+            out.append({"type": "file", "file": file})
+    return out
 
 
 def _opt_str(data: dict[str, Any], key: str) -> str | None:

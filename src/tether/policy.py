@@ -26,6 +26,18 @@ from .exceptions import ModelRequestsBlocked, UserError
 from .messages import Message, ToolCall
 from .tools import Tool
 
+__all__ = [
+    "Action",
+    "FunctionPolicy",
+    "Move",
+    "Policy",
+    "ask",
+    "check_model_request",
+    "set_model_requests_blocked",
+    "to_message",
+    "unique_call_ids",
+]
+
 
 @runtime_checkable
 class Policy(Protocol):

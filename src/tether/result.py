@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .context import Context
 from .events import Event, Failed, Finished
+from .journal import state_of
 from .messages import Usage
 from .run import Run
+from .settings import Settings
 from .state import PendingCall, RunState, Status
 
-__all__ = ["RunResult"]
+__all__ = ["RunResult", "output_of"]
 
 
 @dataclass(frozen=True)
 class RunResult:
     """How a run ended: ``status``, ``output`` (the answer), the notebook and a resumable state.
 
+    ``output`` is the final text, or with ``Agent(output_type=T)`` the ``T`` instance.
     ``usage`` adds up every reply of the run (across resumes); ``cost`` is what
     it cost in US dollars (:mod:`tether.cost`), or None when a model has no price.
     """
 
     status: Status
-    output: str | None
+    output: Any
     context: Context
     state: RunState
     usage: Usage
@@ -45,9 +50,12 @@ class RunResult:
         """The result of ``run`` once its stream of ``events`` is drained."""
         last = events[-1] if events else None
         state = run.snapshot()
+        output = last.output if isinstance(last, Finished) else None
+        if output is not None and (spec := run.agent.output) is not None and spec.answer_in(state.messages) == output:
+            output = spec.load(output)  # the typed value, rebuilt from the JSON the journal keeps
         return cls(
             status=state.status,
-            output=last.output if isinstance(last, Finished) else None,
+            output=output,
             context=run.journal.context,
             state=state,
             usage=state.total_usage,
@@ -56,3 +64,16 @@ class RunResult:
             error=last.error if isinstance(last, Failed) else None,
             cost=run.cost(),
         )
+
+
+def output_of(agent: Settings, source: RunState | Iterable[Event]) -> Any:
+    """A finished run's output, rebuilt from its state or its stored events (None if it did not finish):
+    with an output type the ``T`` instance (from the JSON the journal keeps), else the final text."""
+    state = source if isinstance(source, RunState) else state_of(source)
+    driver = (agent.reachable(state.agent) if state.agent else None) or agent
+    if state.status != "finished" or not state.messages:
+        return None
+    if driver.output is None:
+        return state.messages[-1].content
+    text = driver.output.answer_in(state.messages)
+    return driver.output.load(text) if text is not None else None

@@ -105,7 +105,8 @@ def check_edits(state: RunState, tools: Mapping[str, Tool]) -> None:
             elif tool is not None and d.verdict == "answer":
                 tool.check_answer(d.answer)
         except ArgumentsInvalid as exc:
-            what = "answer" if d.verdict == "answer" else "edited arguments"
+            what = "the answer" if d.verdict == "answer" else "the edited arguments"
             raise StateError(
-                f"the {what} for call {d.call_id!r} do not fit: {exc} (decide again with replace)"
+                f"{what} for call {d.call_id!r} do not fit the tool: {exc} "
+                "(decide again, replacing that decision: replace=True, or --replace in the CLI)"
             ) from None

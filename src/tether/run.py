@@ -25,8 +25,8 @@ from typing import Any
 from . import _crash
 from ._streams import CancelRequested, interleave
 from .budgets import Budget, Parent, cost_of
-from .calls import run_call
-from .children import child_input, finished_child, previous_notebook, settle
+from .calls import fit_result, run_call
+from .children import child_input, child_output, finished_child, previous_notebook, settle
 from .context import Context
 from .events import (
     TERMINAL,
@@ -53,11 +53,13 @@ from .exceptions import LeaseConflict, ProviderError, StoreError, UserError
 from .journal import Journal
 from .leases import Holder
 from .messages import Message
+from .parts import check_notebook
 from .policy import ask, unique_call_ids
 from .resuming import check_against_store, check_resumable, driver, stored_journal
-from .settings import Input, Observer, Settings, Watcher, labels, model_of
+from .session import continue_session
+from .settings import Input, Observer, Settings, Watcher, instructions_of, labels, model_of, require_deps
 from .state import RunState, args_hash
-from .tools import Tool
+from .tools import Tool, missing_deps
 from .turn import Execute, Note, Step, Wait, ended_by, plan, question_text
 
 __all__ = ["Input", "Observer", "Parent", "Run", "Settings", "Watcher"]
@@ -76,8 +78,14 @@ class Run:
         cancel: asyncio.Event | None = None,
         meta: Mapping[str, str] | None = None,
         parent: Parent | None = None,
+        session: str | None = None,
+        deps: Any = None,
     ) -> None:
+        if session is not None and (input is None or isinstance(input, RunState)):
+            raise UserError("session= starts a new run of the session: give a task (resume a run by its id or state)")
+        self.session = session
         self.agent = agent  # the agent driving the run now (a handoff changes it)
+        self.deps = deps  # handed to tools and dynamic instructions; never persisted
         self.root = agent
         self.fingerprint = agent.fingerprint
         self.input, self.prior, self.run_id = input, context, run_id
@@ -146,8 +154,13 @@ class Run:
                 yield await self.commit(reply)
                 return
             yield await self.commit(ModelReplied(reply))
+            if not reply.tool_calls and (spec := self.agent.output) is not None:  # the answer must be typed
+                yield await self.commit(spec.refusal())
+                if over := spec.exhausted(self.journal.context):
+                    yield await self.commit(over)
+                continue
             if not reply.tool_calls:
-                yield await self.commit(Finished(reply.content, self.journal.usage))
+                yield await self.commit(Finished(reply.text, self.journal.usage))
                 return
             async for ev in self._act():
                 yield ev
@@ -156,6 +169,7 @@ class Run:
 
     async def _start(self) -> list[Event]:
         self.budget.start_clock(self.agent)
+        require_deps(self.agent, self.deps)
         input = self.input
         if input is None and self.run_id is not None:
             await self._hold(self.run_id)
@@ -167,6 +181,8 @@ class Run:
             started = await self._new(input)
             await self._hold(started.run_id)
             first = [started]
+        self.ended = bool(missing_deps(self.agent.tool_list, self.deps))  # then nothing is committed
+        require_deps(self.agent, self.deps)  # the agent driving a resumed run may be another (a handoff)
         out = [await self.commit(ev) for ev in first]
         self.budget.start_counting(self.agent, self.journal)
         return out
@@ -174,13 +190,15 @@ class Run:
     async def _new(self, input: Input) -> RunStarted:
         if input is None:
             raise UserError("give the agent a task (a string or Message), a RunState, or a run_id")
-        notes = list(self.prior or ())
-        if not notes and self.agent.instructions:
-            notes.append(Message.system(self.agent.instructions))
-        notes.append(input if isinstance(input, Message) else Message.user(str(input)))
+        if self.session is not None:  # the notebook the session's last run left
+            self.prior, more = await continue_session(self.store, self.session, self.agent.compactor, self.prior)
+            self.meta = {**self.meta, **more}
         if self.run_id and self.store is not None and await self.store.get(self.run_id) is not None:
             raise UserError(f"run {self.run_id!r} already exists in the store; resume it with run_id= alone")
         run_id = self.run_id or uuid.uuid4().hex
+        notes = list(self.prior or ()) or list(instructions_of(self.agent, run_id, self.deps))
+        notes.append(input if isinstance(input, Message) else Message.user(str(input)))
+        check_notebook(m.content for m in notes)
         return RunStarted(
             run_id, tuple(notes), False, self.fingerprint, self.agent.name, self.meta, model_of(self.agent)
         )
@@ -218,6 +236,7 @@ class Run:
         if _crash.armed:
             _crash.crash_around("before", ev.kind)
         async with self.lock:
+            ev = fit_result(ev, self.journal)  # a tool's images and files: within the notebook's cap
             if self.store is not None:
                 await self._write(ev)
             self._apply(ev)
@@ -307,6 +326,10 @@ class Run:
         for step in steps:
             if isinstance(step, Note):
                 yield await self.commit(step.event)
+        spec = self.agent.output
+        if spec is not None and spec.noted(steps) and (over := spec.exhausted(self.journal.context)):
+            yield await self.commit(over)  # the model used up its tries at the output
+            return
         todo = [s for s in steps if isinstance(s, Execute)]
         if todo:
             if stop := self._over_budget(new_calls=sum(s.attempt == 1 for s in todo), in_turn=True):
@@ -331,7 +354,9 @@ class Run:
             yield await self._hand_off(target)
 
     async def _hand_off(self, target: Settings) -> Event:
-        notes = (Message.system(target.instructions),) if target.instructions else ()
+        if why := missing_deps(target.tool_list, self.deps):
+            raise UserError(f"run {self.journal.run_id!r} cannot hand off to {target.name!r}: {why}")
+        notes = instructions_of(target, self.journal.run_id, self.deps)
         ev = await self.commit(HandedOff(target.name, notes, model_of(target)))
         self.agent = target
         return ev
@@ -394,7 +419,7 @@ class Run:
 
     async def _run_tool(self, step: Execute) -> Event:
         """Run one tool call; what it returned (or how it failed) is committed as its result."""
-        return await self.commit(await run_call(step, self.journal.run_id, self.budget.deadline))
+        return await self.commit(await run_call(step, self.journal.run_id, self.budget.deadline, self.deps))
 
     # -- runs inside runs --------------------------------------------------
 
@@ -404,14 +429,15 @@ class Run:
         call = step.call
         child_id = f"{self.journal.run_id}/{call.id}"
         if (finished := await finished_child(self.store, child_id)) is not None:  # then its parent was killed
-            yield await self.commit(settle(call, child_agent.name, finished))
+            yield await self.commit(settle(call, child_agent.name, finished, child_output(child_agent, finished)))
             return
         task = await child_input(self.journal, self.store, child_id, str(step.args.get("task", "")), call.id)
         prior = None
         if isinstance(task, str) and step.tool.continues:
             prior = await previous_notebook(self.journal, self.store, self._notebooks, step.tool.name, call.id)
         left = self.budget.left(self.agent, self.journal, call.id, self.store, self.key)
-        child = Run(child_agent, task, context=prior, run_id=child_id, cancel=self.cancel, parent=left)
+        # A child run gets its parent's deps: the same application asks, for the same user.
+        child = Run(child_agent, task, context=prior, run_id=child_id, cancel=self.cancel, parent=left, deps=self.deps)
         try:
             async for ev in child.events():
                 yield ChildEvent(call.id, child_agent.name, ev)
@@ -421,7 +447,8 @@ class Run:
             raise
         if child.journal.status == "finished" and step.tool.continues:
             self._notebooks[child_id] = child.journal.context  # the next call of this tool goes on from here
-        yield await self.commit(settle(call, child_agent.name, child.snapshot()))
+        ended = child.snapshot()
+        yield await self.commit(settle(call, child_agent.name, ended, child_output(child_agent, ended)))
 
     # -- budgets and answers -----------------------------------------------
 
@@ -434,7 +461,7 @@ class Run:
         """A final answer or terminal tool result already in the notebook (then the run is done)."""
         last = self.journal.context.last()
         if last is not None and last.role == "assistant" and not last.tool_calls:
-            return last.content
+            return last.text if self.agent.output is None else None  # typed: a text reply is no answer
         return self._terminal_output()
 
     def _terminal_output(self) -> str | None:

@@ -17,12 +17,13 @@ from .cost import Price
 from .events import Event
 from .exceptions import UserError
 from .messages import Message
+from .output import OutputSpec
 from .policy import Policy
 from .state import RunState
 from .store import RunStore
-from .tools import Tool
+from .tools import Invocation, Tool, missing_deps
 
-__all__ = ["Input", "Observer", "Settings", "Watcher", "labels", "model_of"]
+__all__ = ["Input", "Observer", "Settings", "Watcher", "instructions_of", "labels", "model_of", "require_deps"]
 
 Input = str | Message | RunState | None
 """What a run starts from: a task, a paused state, or None to resume by run id."""
@@ -37,7 +38,8 @@ class Settings(Protocol):
     def reachable(self, name: str) -> Settings | None: ...
 
     name: str
-    instructions: str | None
+    instructions: str | Callable[[Invocation[Any]], str] | None
+    output: OutputSpec | None  # set: the run ends by its terminal output tool with a typed value
     policy: Policy
     tools: dict[str, Tool]
     tool_list: tuple[Tool, ...]
@@ -78,9 +80,36 @@ def model_of(agent: Settings) -> str:
     return model if isinstance(model, str) else ""
 
 
+def instructions_of(agent: Settings, run_id: str, deps: Any) -> tuple[Message, ...]:
+    """The agent's instructions as the run's system note; a callable gets the invocation (its text is
+    what the journal keeps, so replay shows what the model saw)."""
+    text = agent.instructions
+    if callable(text):
+        text = text(Invocation(run_id, "", "", deps))
+    return (Message.system(text),) if text else ()
+
+
+def require_deps(agent: Settings, deps: Any) -> None:
+    """A tool that declares ``Invocation[D]`` needs deps: without them, :class:`UserError` naming it."""
+    if why := missing_deps(agent.tool_list, deps):
+        raise UserError(why)
+
+
+RESERVED_LABELS = frozenset(("session", "continues"))
+"""The labels only tether sets: which session a run belongs to and which of its runs it continues."""
+
+
 def labels(meta: Mapping[str, str] | None) -> dict[str, str]:
-    """A run's labels (``meta``), checked: strings to strings."""
+    """A run's labels (``meta``), checked: strings to strings, none of them reserved.
+
+    >>> labels({"ticket": "T-1"})
+    {'ticket': 'T-1'}
+    """
     found = dict(meta or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in found.items()):
         raise UserError(f"meta must map strings to strings, got {found!r}")
+    if reserved := sorted(RESERVED_LABELS.intersection(found)):
+        raise UserError(
+            f"meta label(s) {reserved} are reserved: tether sets them for a run of a session (give session= instead)"
+        )
     return found

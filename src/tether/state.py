@@ -48,8 +48,9 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-MAX_STATE_BYTES = 16 * 1024 * 1024
-"""The largest state text :meth:`RunState.from_json` parses (checked before parsing)."""
+MAX_STATE_BYTES = 48 * 1024 * 1024
+"""The largest state text :meth:`RunState.from_json` parses (checked before parsing): room for the
+images and files a notebook may hold (:data:`~tether.parts.MAX_NOTEBOOK_PART_BYTES`) and 16 MiB more."""
 MAX_DEPTH = 100
 """How deeply a state's JSON may nest (tool arguments included)."""
 Status = Literal["running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"]
@@ -291,7 +292,7 @@ class RunState:
     def from_json(cls, text: str | bytes, *, max_bytes: int = MAX_STATE_BYTES) -> RunState:
         """Parse a state; anything malformed, truncated, unknown or oversized raises StateError.
 
-        The size is checked before parsing (``max_bytes``, 16 MiB by default),
+        The size is checked before parsing (``max_bytes``, 48 MiB by default),
         duplicate keys are refused at any depth and nesting is capped at
         :data:`MAX_DEPTH`, so what is verified is what every reader sees.
         """

@@ -34,7 +34,7 @@ from .journal import state_of
 from .leases import Lease, gone
 from .state import Decision, RunState
 
-__all__ = ["Lease", "RunInfo", "RunStore", "load_tree", "record_decisions"]
+__all__ = ["Lease", "RunInfo", "RunStore", "SessionInfo", "load_tree", "record_decisions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,22 @@ class RunInfo:
     updated_at: float
     lease_owner: str | None = None
     lease_expires_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A named conversation (a session) as a store lists it: its last run, and how many runs it has had.
+
+    >>> SessionInfo("customer-42", "r7", "finished", 7, 1_700_000_000.0, 1_700_000_900.0).last_run
+    'r7'
+    """
+
+    name: str
+    last_run: str
+    status: str  # the last run's
+    runs: int
+    created_at: float  # when its first run started
+    updated_at: float  # when its last run last changed
 
 
 class RunStore(Protocol):
@@ -87,6 +103,16 @@ class RunStore(Protocol):
         ...
 
     async def delete(self, run_id: str) -> None: ...
+
+    async def sessions(self, name: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        """Sessions, most recently updated first (only ``name``'s, when given: [] if it has no run).
+
+        A run belongs to the session its ``run-started`` labels name (``meta["session"]``);
+        its ``meta["continues"]`` names the session's run it continues ("" for the first), and
+        an append that starts a run continuing anything but the session's last run is refused
+        (``LeaseConflict``): two processes cannot both continue one conversation.
+        """
+        ...
 
     async def aclose(self) -> None: ...
 

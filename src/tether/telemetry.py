@@ -365,7 +365,7 @@ class Spans:
         if ev.error is not None:
             self._fail(span, ev.error, ev.error)
         if self.capture:
-            span.set_attribute("gen_ai.tool.call.result", result.content)
+            span.set_attribute("gen_ai.tool.call.result", result.text)
         span.end(end_time=_ns(ev.at))
 
     def _finish_tools(self, at: float | None, why: str | None) -> None:
@@ -410,8 +410,8 @@ def _text(role: str, content: str) -> dict[str, Any]:
 def _message(m: Message) -> dict[str, Any]:
     """A message in the GenAI conventions' shape: a role and its parts."""
     if m.role == "tool":
-        return {"role": "tool", "parts": [{"type": "tool_call_response", "id": m.tool_call_id, "response": m.content}]}
-    out = _text(m.role, m.content) if m.content else {"role": m.role, "parts": []}
+        return {"role": "tool", "parts": [{"type": "tool_call_response", "id": m.tool_call_id, "response": m.text}]}
+    out = _text(m.role, m.text) if m.content else {"role": m.role, "parts": []}
     for c in m.tool_calls:
         out["parts"].append({"type": "tool_call", "id": c.id, "name": c.name, "arguments": _arguments(c.arguments)})
     return out

@@ -62,7 +62,7 @@ class ScriptedModel:
     async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
         message = await self.decide(context, tools)
         if self._stream and message.content:
-            words = message.content.split(" ")
+            words = message.text.split(" ")
             for i, word in enumerate(words):
                 yield word if i == len(words) - 1 else word + " "
         yield message

@@ -20,15 +20,34 @@ import hashlib
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
-from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args, get_origin, get_type_hints, overload
+
+from .docstrings import parse_docstring
 
 if TYPE_CHECKING:
     import pydantic
 
     from .context import Context
+
+__all__ = [
+    "Approval",
+    "ArgumentsInvalid",
+    "EFFECTS",
+    "Effect",
+    "Invocation",
+    "SchemaTool",
+    "Tool",
+    "ToolTimedOut",
+    "ask_human",
+    "missing_deps",
+    "parse_docstring",
+    "result_text",
+    "schema_of",
+    "tool",
+]
 
 Effect = Literal["none", "idempotent", "once"]
 """What a tool does to the world, and so what resuming after a crash may do:
@@ -40,23 +59,34 @@ Effect = Literal["none", "idempotent", "once"]
 
 Approval = bool | Callable[[dict[str, Any], "Context"], bool]
 EFFECTS: frozenset[str] = frozenset(("none", "idempotent", "once"))
+DepsT = TypeVar("DepsT")
 
 
 @dataclass(frozen=True, slots=True)
-class Invocation:
-    """What a tool may learn about the call it is serving.
+class Invocation(Generic[DepsT]):
+    """What a tool may learn about the call it is serving, and the run's dependencies.
 
     Declare a parameter annotated ``Invocation`` and the loop passes it in; it is
-    not part of the schema the model sees.
+    not part of the schema the model sees. ``deps`` is what the caller passed as
+    ``agent.run(task, deps=...)`` (never persisted); annotate ``Invocation[MyDeps]``
+    and a run without them fails before any tool runs, naming the parameter.
+    Dynamic instructions (``Agent(instructions=callable)``) get one too, with
+    empty ``call_id`` and ``tool_name``.
 
     >>> @tool(effect="idempotent")
     ... def charge(amount: int, call: Invocation) -> str:
     ...     return f"charged {amount} with key {call.idempotency_key}"
+    >>> @tool(effect="none")
+    ... def whoami(call: Invocation[dict]) -> str:
+    ...     return call.deps["user"]
+    >>> whoami.deps_type
+    <class 'dict'>
     """
 
     run_id: str
     call_id: str
     tool_name: str
+    deps: DepsT = None  # type: ignore[assignment]  # None when the run was given no deps
 
     @property
     def idempotency_key(self) -> str:
@@ -90,6 +120,7 @@ class Tool:
     timeout: float | None = None
     validator: type[pydantic.BaseModel] | None = field(default=None, repr=False)
     inject: str | None = field(default=None, repr=False)  # name of the Invocation parameter
+    deps_type: Any = field(default=None, repr=False)  # the D of an Invocation[D] parameter: the run needs deps
     answer: dict[str, Any] | None = None  # set: a question for a person, this is the answer's JSON Schema
     answer_validator: Any = field(default=None, repr=False)  # a pydantic TypeAdapter of the answer
     agent: Any = field(default=None, repr=False)  # set: calling it runs this agent as a child run
@@ -164,22 +195,17 @@ class Tool:
         try:
             model = self.validator.model_validate(args)
         except pydantic.ValidationError as exc:
-            raise ArgumentsInvalid(self._explain(exc)) from None
+            raise ArgumentsInvalid(self._explain(exc, args, self.validator.model_validate)) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
-    def _explain(self, exc: pydantic.ValidationError) -> str:
-        props = self.parameters.get("properties", {})
-        lines = [f"invalid arguments for tool {self.name!r}:"]
-        for err in exc.errors(include_url=False):
-            where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-            top = str(err["loc"][0]) if err["loc"] else ""
-            got = "" if err["type"] == "missing" else f" (got {json.dumps(err.get('input'), default=str)[:200]})"
-            lines.append(f"- field {where!r}: {err['msg']}{got}")
-            if top in props:
-                lines.append(f"  expected: {json.dumps(props[top], sort_keys=True)}")
-        return "\n".join(lines)
+    def _explain(self, exc: Any, args: Any, check: Callable[[Any], Any] | None = None) -> str:
+        """The note the model reads: each bad field, its resolved schema, a corrected example if mechanical."""
+        from ._notes import explain
 
-    async def invoke(self, args: dict[str, Any], invocation: Invocation) -> Any:
+        header = f"invalid arguments for tool {self.name!r}:"
+        return explain(header, self.parameters, exc.errors(include_url=False), args, check)
+
+    async def invoke(self, args: dict[str, Any], invocation: Invocation[Any]) -> Any:
         """Run the function with validated ``args`` (sync functions in a thread)."""
         kwargs = dict(args)
         if self.inject:
@@ -236,7 +262,8 @@ class Tool:
             hints = get_type_hints(fn)
         except Exception:  # unresolvable forward references, or nothing to read (a builtin)
             hints = {}
-        inject = next((p for p, hint in hints.items() if hint is Invocation and p != "return"), None)
+        found = [(p, _deps_of(h)) for p, h in hints.items() if _is_invocation(h) and p != "return"]
+        inject, deps_type = found[0] if found else (None, None)
         if inject is not None and inject in (parameters.get("properties") or {}):
             raise UserError(f"tool {name!r}: parameter {inject!r} is both the Invocation and a schema property")
         try:
@@ -245,7 +272,7 @@ class Tool:
             raise UserError(f"tool {name!r}: cannot read its JSON Schema: {exc}") from exc
         return SchemaTool(
             name=name, description=description, parameters=dict(parameters), fn=fn, terminal=terminal,
-            approval=approval, effect=effect, timeout=timeout, inject=inject, checker=checker,
+            approval=approval, effect=effect, timeout=timeout, inject=inject, checker=checker, deps_type=deps_type,
         )  # fmt: skip
 
 
@@ -268,7 +295,7 @@ class SchemaTool(Tool):
         try:
             return dict(self.checker.validate_python(args))
         except pydantic_core.ValidationError as exc:
-            raise ArgumentsInvalid(self._explain(exc)) from None
+            raise ArgumentsInvalid(self._explain(exc, args, self.checker.validate_python)) from None
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
@@ -314,7 +341,7 @@ def tool(
 
     def build(f: Callable[..., Any]) -> Tool:
         summary, param_docs = parse_docstring(inspect.getdoc(f) or "")
-        validator, inject = _signature_model(f, param_docs)
+        validator, inject, deps_type = _signature_model(f, param_docs)
         return Tool(
             name=name or f.__name__,
             description=description if description is not None else summary,
@@ -326,6 +353,7 @@ def tool(
             timeout=timeout,
             validator=validator,
             inject=inject,
+            deps_type=deps_type,
         )
 
     return build(fn) if fn is not None else build
@@ -333,18 +361,18 @@ def tool(
 
 def _signature_model(
     f: Callable[..., Any], param_docs: Mapping[str, str]
-) -> tuple[type[pydantic.BaseModel], str | None]:
+) -> tuple[type[pydantic.BaseModel], str | None, Any]:
     import pydantic
 
     from .exceptions import UserError
 
     hints = get_type_hints(f)
     fields: dict[str, Any] = {}
-    inject = None
+    inject, deps_type = None, None
     for p in inspect.signature(f).parameters.values():
         hint = hints.get(p.name, Any)
-        if hint is Invocation:
-            inject = p.name
+        if _is_invocation(hint):
+            inject, deps_type = p.name, _deps_of(hint)
             continue
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
             raise UserError(f"tool {f.__name__!r}: parameter {p.name!r} must be a named parameter")
@@ -352,7 +380,46 @@ def _signature_model(
         fields[p.name] = (hint, pydantic.Field(default, description=param_docs.get(p.name)))
     config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False)
     model = pydantic.create_model(f"{f.__name__}_args", __config__=config, **fields)
-    return model, inject
+    return model, inject, deps_type
+
+
+def _is_invocation(hint: Any) -> bool:
+    return hint is Invocation or get_origin(hint) is Invocation
+
+
+def _deps_of(hint: Any) -> Any:
+    """The deps type an ``Invocation[D]`` annotation asks for (None for a bare ``Invocation``)."""
+    args = get_args(hint)
+    return args[0] if args and args[0] is not Any else None
+
+
+def missing_deps(tools: Iterable[Tool], deps: Any) -> str | None:
+    """Why ``deps`` cannot serve ``tools`` (a tool declares ``Invocation[D]``), or None when they can.
+
+    >>> @tool(effect="none")
+    ... def me(call: Invocation[dict]) -> str:
+    ...     return call.deps["user"]
+    >>> missing_deps([me], None)
+    "tool 'me' needs run dependencies (its parameter 'call' is Invocation[dict]): pass deps=... to run()"
+    """
+    for t in tools:
+        want = t.deps_type
+        if want is None or (deps is not None and not isinstance(want, type)):
+            continue  # no deps needed, or a type we cannot check at run time (a union, a generic)
+        shown = f"{t.name!r} needs run dependencies (its parameter {t.inject!r} is Invocation[{_name(want)}])"
+        if deps is None and not _allows_none(want):
+            return f"tool {shown}: pass deps=... to run()"
+        if deps is not None and not isinstance(deps, want):
+            return f"tool {shown}, got deps of type {type(deps).__name__}"
+    return None
+
+
+def _allows_none(want: Any) -> bool:
+    return want is type(None) or type(None) in get_args(want)
+
+
+def _name(t: Any) -> str:
+    return t.__name__ if isinstance(t, type) else str(t)
 
 
 def schema_of(model: type[pydantic.BaseModel]) -> dict[str, Any]:
@@ -377,64 +444,6 @@ def _strip_titles(node: Any) -> None:
     elif isinstance(node, list):
         for item in node:
             _strip_titles(item)
-
-
-_SECTION = re.compile(
-    r"^(Args|Arguments|Parameters|Params|Returns|Return|Yields|Raises|Examples?|Notes?|See Also)\s*:?\s*$"
-)
-
-
-def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a docstring into (description, {parameter: description}).
-
-    Understands Google (``Args:``), NumPy (``Parameters`` + dashes) and Sphinx
-    (``:param x:``) styles.
-    """
-    lines = doc.splitlines()
-    params: dict[str, str] = {}
-    summary: list[str] = []
-    section: str | None = None
-    current: str | None = None
-    for i, raw in enumerate(lines):
-        line = raw.strip()
-        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
-        if m := re.match(r":param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)", line):
-            section, current = "sphinx", m.group(1)
-            params[current] = m.group(2).strip()
-            continue
-        if line.startswith(":"):
-            section, current = "sphinx-other", None
-            continue
-        if _SECTION.match(line) or (line and nxt and set(nxt) == {"-"}):
-            section = line.rstrip(":").lower()
-            current = None
-            continue
-        if set(line) == {"-"}:
-            continue
-        if section is None:
-            summary.append(line)
-        elif section in ("args", "arguments", "parameters", "params"):
-            google = re.match(r"(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)", line)
-            numpy = re.match(r"(\w+)\s*:\s*[^\s].*$", line) if raw[:1] not in (" ", "\t") else None
-            indent = len(raw) - len(raw.lstrip())
-            if (numpy and section == "parameters" and not google) or (numpy and indent == 0):
-                current = numpy.group(1)
-                params[current] = ""
-            elif google and (current is None or indent <= _indent_of(lines, current)):
-                current = google.group(1).lstrip("*")
-                params[current] = google.group(3).strip()
-            elif current and line:
-                params[current] = (params[current] + " " + line).strip()
-        elif section == "sphinx" and current and line:
-            params[current] = (params[current] + " " + line).strip()
-    return "\n".join(summary).strip(), params
-
-
-def _indent_of(lines: list[str], name: str) -> int:
-    for raw in lines:
-        if re.match(rf"\s*\*{{0,2}}{re.escape(name)}\s*(\([^)]*\))?\s*:", raw):
-            return len(raw) - len(raw.lstrip())
-    return 0
 
 
 def result_text(value: Any) -> str:

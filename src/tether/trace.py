@@ -31,12 +31,15 @@ from .events import (
     Failed,
     LimitReached,
     ModelReplied,
+    Noted,
     Paused,
     QuestionAsked,
     RunStarted,
     ToolFinished,
 )
 from .messages import Message
+
+__all__ = ["render"]
 
 
 def _short(text: str, width: int) -> str:
@@ -77,18 +80,18 @@ def _item(lines: list[str], item: Event | Message, name: str, width: int, indent
 def _message(lines: list[str], m: Message, name: str, width: int, indent: str) -> None:
     if m.role == "user":
         asker = f"{name} was asked" if indent else "you asked"
-        lines.append(f'{indent}{asker}: "{_short(m.content, width)}"')
+        lines.append(f'{indent}{asker}: "{_short(m.text, width)}"')
     elif m.role == "assistant" and m.tool_calls:
         if m.content:
-            lines.append(f"{indent}  {name} thought: {_short(m.content, width)}")
+            lines.append(f"{indent}  {name} thought: {_short(m.text, width)}")
         for c in m.tool_calls:
             lines.append(f"{indent}  {name} calls: {c.name}({_short(c.arguments, width)})")
     elif m.role == "assistant":
         who = f"{name} " if indent else ""
-        lines.append(f"{indent}  {who}final answer: {_short(m.content, width)}")
+        lines.append(f"{indent}  {who}final answer: {_short(m.text, width)}")
     elif m.role == "tool":
         verb = "failed" if m.is_error else "returned"
-        lines.append(f"{indent}    -> {m.name or 'tool'} {verb}: {_short(m.content, width)}")
+        lines.append(f"{indent}    -> {m.name or 'tool'} {verb}: {_short(m.text, width)}")
 
 
 def _event(lines: list[str], ev: Event, width: int, indent: str) -> None:
@@ -108,3 +111,5 @@ def _event(lines: list[str], ev: Event, width: int, indent: str) -> None:
         lines.append(f"{indent}  (stopped: the {ev.limit} limit of {ev.value:g} was reached)")
     elif isinstance(ev, Compacted):
         lines.append(f"{indent}  (older notes were summarised)")
+    elif isinstance(ev, Noted):
+        lines.append(f"{indent}    !! the model was told: {_short(ev.message.text, width)}")

@@ -191,7 +191,7 @@ def ended_by(ctx: Context, tools: Mapping[str, Tool], kind: Literal["terminal", 
         tool = tools.get(call.name)
         ends = tool is not None and (tool.terminal if kind == "terminal" else tool.handoff is not None)
         if ends and tool is not None and res is not None and not res.is_error:
-            return tool, res.content
+            return tool, res.text
     return None
 
 

@@ -204,7 +204,9 @@ def test_each_model_error_becomes_a_note_and_the_loop_goes_on() -> None:
 invalid arguments for tool 'look_up_order':
 - field 'order_id': Input should be a valid string (got 5)
   expected: {"description": "the order number, like A1234.", "type": "string"}
-- field 'extra': Extra inputs are not permitted (got true)\
+- field 'extra': Extra inputs are not permitted (got true)
+  allowed fields here: 'order_id'
+corrected (only the mechanical fixes applied; check it says what you mean): {"order_id": "5"}\
 """,
             ),
             "c_raised": ("raised", "tool 'boom' failed: RuntimeError: disk on fire"),

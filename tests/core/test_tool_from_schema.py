@@ -71,7 +71,8 @@ def test_the_note_names_the_field_the_expectation_and_the_schema_fragment() -> N
 invalid arguments for tool 't':
 - field 'n': Input should be greater than or equal to 1 (got 0)
   expected: {"minimum": 1, "type": "integer"}
-- field 'm': Extra inputs are not permitted (got 1)\
+- field 'm': Extra inputs are not permitted (got 1)
+  allowed fields here: 'n'\
 """
     )
 

@@ -24,7 +24,7 @@ from tether import (
     ToolCall,
     tool,
 )
-from tether.state import MAX_DEPTH, PendingCall
+from tether.state import MAX_DEPTH, MAX_STATE_BYTES, PendingCall
 from tether.stores.memory import MemoryStore
 from tether.testing import ScriptedModel
 
@@ -166,7 +166,7 @@ def test_duplicate_keys_are_refused_at_any_depth_of_a_signed_state() -> None:
 
 def test_a_state_over_the_size_cap_is_refused_before_it_is_parsed() -> None:
     with pytest.raises(StateError, match="over the cap"):
-        RunState.from_json("x" * (16 * 1024 * 1024 + 1))
+        RunState.from_json("x" * (MAX_STATE_BYTES + 1))
     with pytest.raises(StateError, match="over the cap of 100"):
         RunState.from_json(RunState("r1", ()).to_json(), max_bytes=100)
 

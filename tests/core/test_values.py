@@ -125,6 +125,7 @@ def _events_of_every_kind() -> list:
         ev.HandedOff("billing", (Message.system("You handle money."),)),
         ev.Paused("approval", ("c1",), RunState("r", (Message.user("u"),), (PendingCall(call),), seq=5)),
         ev.Compacted((Message.user("summary"),)),
+        ev.Noted(Message("user", "call final_result", name="final_result", is_error=True)),
         ev.Finished("done", Usage(1, 2, 3)),
         ev.Failed("boom", "ProviderError"),
         ev.Cancelled("stop", final=True),

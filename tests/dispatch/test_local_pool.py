@@ -99,3 +99,48 @@ def test_a_pool_needs_agents_with_a_store_and_known_names() -> None:
                 await pool.submit("r1", "b")
 
     asyncio.run(main())
+
+
+async def test_a_pool_closed_at_any_moment_leaves_each_run_finished_or_resumable() -> None:
+    from tether.dispatch import Sweeper
+
+    @tool(effect="idempotent")
+    async def slow(n: int) -> int:
+        """Wait a little."""
+        await asyncio.sleep(0.002 * (n % 7))
+        return n
+
+    def steps(context, tools):  # type: ignore[no-untyped-def]
+        done = sum(1 for m in context if m.role == "tool")
+        return Action("slow", {"n": done}) if done < 3 else "done"
+
+    store = MemoryStore()
+    agent = Agent(FunctionPolicy(steps), [slow], store=store, name="a")
+    ids = [f"r{i}" for i in range(200)]
+    await seed(store, agent, ids)
+    pool = LocalPool({"a": agent}, concurrency=20)
+    pool.start()
+    for run_id in ids:
+        await pool.submit(run_id, "a")
+
+    async def midway() -> bool:  # 50 finished, and some in a tool right now
+        done = sum([(await store.get(r)).status == "finished" for r in ids])  # type: ignore[union-attr]
+        return done >= 50 and any([(await store.load(r))[-1].kind == "tool-started" for r in ids])
+
+    while not await midway():
+        await asyncio.sleep(0.001)
+    await pool.aclose()  # mid-flight: some finished, some in a tool, some never started
+    infos = {r: await store.get(r) for r in ids}
+    statuses = {i.status for i in infos.values() if i}
+    assert statuses <= {"finished", "cancelled", "running"} and "cancelled" in statuses
+    held = [r for r, i in infos.items() if i and i.lease_expires_at]
+    assert {r: infos[r].status for r in held} == {}  # no lease left behind, even by runs that had just ended
+    never_started = [r for r, i in infos.items() if i and i.status == "running"]
+    assert [len(await store.load(r)) for r in never_started] == [1] * len(never_started)  # only their first event
+    async with LocalPool({"a": agent}, concurrency=20) as again:
+        for r, i in infos.items():
+            if i and i.status == "cancelled":
+                await again.submit(r, "a")  # an interrupted run is resumed when someone asks
+        await Sweeper(store, again).sweep()  # the never-started ones are found in the store
+        await again.drain()
+    assert {(await store.get(r)).status for r in ids} == {"finished"}  # type: ignore[union-attr]

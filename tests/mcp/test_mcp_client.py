@@ -79,10 +79,12 @@ def test_results_become_the_notes_the_model_reads(server: McpServer, oracle: Ora
             Action("t__boom"),
             Action("t__add", {"a": "five"}),
         )
-    texts = [(n.content, n.is_error) for n in notes(result)]
+    texts = [(n.text, n.is_error) for n in notes(result)]
     assert texts[0] == ("7", False)
     assert texts[1] == ('{\n  "city": "Oslo",\n  "celsius": 21\n}', False)
     assert texts[2] == ("[image image/png, 69 bytes]", False)
+    (shown,) = notes(result)[2].parts  # the picture itself reaches a model that can see it
+    assert (shown.media_type, shown.data) == ("image/png", seen[2].blobs[0].data)
     assert texts[3] == ("tool 't__boom' failed: McpToolError: Error executing tool boom: the disk is on fire", True)
     assert texts[4][1] and "field 'a': Input should be a valid integer" in texts[4][0]
     assert [r.structured for r in seen[:2]] == [{"result": 7}, {"city": "Oslo", "celsius": 21}]

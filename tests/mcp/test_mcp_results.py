@@ -61,3 +61,23 @@ def test_structured_content_is_shown_when_the_server_sent_no_text() -> None:
 def test_is_error_is_kept() -> None:
     result = to_result(t.CallToolResult(content=[t.TextContent(type="text", text="no such file")], is_error=True))
     assert (result.text, result.is_error) == ("no such file", True)
+
+
+def test_an_image_a_model_can_take_is_an_image_part_of_the_note_in_its_place() -> None:
+    from tether.calls import result_content
+    from tether.parts import Image
+
+    result = to_result(
+        t.CallToolResult(
+            content=[
+                t.TextContent(type="text", text="the chart:"),
+                t.ImageContent(type="image", data=b64(PNG), mime_type="image/png"),
+                t.ImageContent(type="image", data=b64(b"BM.."), mime_type="image/bmp"),  # no model takes BMP
+            ]
+        )
+    )
+    assert result.content == ["the chart:", Image(PNG, "image/png"), "[image image/bmp, 4 bytes]"]
+    note = result_content(result.content)
+    assert isinstance(note, tuple) and note[1] == Image(PNG, "image/png")
+    text_only = to_result(t.CallToolResult(content=[t.TextContent(type="text", text="3 files")]))
+    assert text_only.content == "3 files"

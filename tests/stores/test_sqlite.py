@@ -80,7 +80,9 @@ def test_a_database_from_a_newer_tether_is_refused(tmp_path: Path) -> None:
     SQLiteStore(tmp_path / "runs.db").close()
     with sqlite3.connect(tmp_path / "runs.db") as conn:
         conn.execute("PRAGMA user_version = 99")
-    with pytest.raises(StoreError, match="schema version 99, but this tether knows only up to version 2"):
+    with pytest.raises(
+        StoreError, match=f"schema version 99, but this tether knows only up to version {len(SQLITE_STEPS)}"
+    ):
         SQLiteStore(tmp_path / "runs.db")
 
 

@@ -97,7 +97,8 @@ except PathRefused as exc:
 def promptly(workspace: Path, name: str, **args: object) -> str:
     """A file tool's reply (or refusal) from a child process; fails, never hangs, if it blocks."""
     src = str(Path(tether.__file__).parent.parent)
-    argv = [sys.executable, "-c", CHILD, str(workspace), name, json.dumps(args)]
+    # -P: the child (whose cwd may be the workspace) does not import from its current directory.
+    argv = [sys.executable, "-P", "-c", CHILD, str(workspace), name, json.dumps(args)]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=20, env={**os.environ, "PYTHONPATH": src})
     except subprocess.TimeoutExpired:

@@ -72,11 +72,18 @@ async def test_a_nested_repository_cannot_be_given_hooks_or_fsmonitor(
     assert code == 0 and out.startswith("ref: refs/heads/"), out
 
 
-async def test_moving_the_folder_of_a_repository_keeps_its_git_read_only(workspace: Path, vendored: Path) -> None:
+async def test_the_folder_of_a_repository_cannot_be_moved_or_removed(workspace: Path, vendored: Path) -> None:
+    """Pinned in place: moved aside, a repository could be hidden from the walk before a parallel command."""
     config = (vendored / ".git" / "config").read_text()
-    code, out = await sh(Sandbox(str(workspace)), "mv vendored v2 && echo '[core]' >> v2/.git/config")
-    assert code != 0, out  # the folder moved; its .git stayed mounted read-only
-    assert (workspace / "v2" / ".git" / "config").read_text() == config
+    for attack in ("mv vendored v2 && echo '[core]' >> v2/.git/config", "mv deep deep2", "rmdir deep/er/.git"):
+        code, out = await sh(Sandbox(str(workspace)), attack)
+        assert code != 0 and "busy" in out, (attack, out)
+    code, out = await sh(Sandbox(str(workspace)), "rm -rf deep/er")
+    assert code != 0, out
+    assert (vendored / ".git" / "config").read_text() == config
+    assert not (workspace / "v2").exists() and (workspace / "deep" / "er" / ".git" / "config").exists()
+    code, out = await sh(Sandbox(str(workspace)), "echo x > vendored/new.py && rm vendored/new.py")
+    assert code == 0, out  # pinned, not read-only
 
 
 async def test_a_git_made_by_one_command_is_read_only_to_the_next(workspace: Path, open_tmp: Path) -> None:

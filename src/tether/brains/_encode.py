@@ -31,7 +31,7 @@ def context_features(context: Context) -> list[str]:
     """What the move network reads: the user's words, which tools answered (or failed), the last result."""
     notes = segment(context)
     feats: list[str] = []
-    user = words(notes[0].content) if notes else []
+    user = words(notes[0].text) if notes else []
     feats += [f"u:{w}" for w in user]
     feats += [f"u2:{a}_{b}" for a, b in itertools.pairwise(user)]
     replies = sum(m.role == "assistant" for m in notes)
@@ -45,7 +45,7 @@ def context_features(context: Context) -> list[str]:
     if tools:
         last = tools[-1]
         feats.append(f"last:{last.name}:{'err' if last.is_error else 'ok'}")
-        feats += [f"r:{w}" for w in words(last.content)]
+        feats += [f"r:{w}" for w in words(last.text)]
     else:
         feats.append("last:none")
     return feats

@@ -37,7 +37,7 @@ def template_of(reply: Message, cands: list[Candidate]) -> tuple[Template, SlotV
     """The template of a recorded reply, and the (slot, value) pairs it cut out."""
     if reply.tool_calls:
         return _calls_template(reply, cands)
-    return _answer_template(reply.content, cands)
+    return _answer_template(reply.text, cands)
 
 
 def _calls_template(reply: Message, cands: list[Candidate]) -> tuple[Template, SlotValues]:

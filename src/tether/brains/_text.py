@@ -78,9 +78,9 @@ def candidates(context: Context) -> list[Candidate]:
     out: list[Candidate] = []
     for i, note in enumerate(notes):
         if note.role == "user":
-            out += _spans(note.content, "user", latest=False, tail=True)
+            out += _spans(note.text, "user", latest=False, tail=True)
         elif note.role == "tool":
-            out += _spans(note.content, f"tool:{note.name}", latest=i == last_tool, tail=False)
+            out += _spans(note.text, f"tool:{note.name}", latest=i == last_tool, tail=False)
     return out
 
 

@@ -1,7 +1,9 @@
 """``tether chat``: a conversation with the agent at the terminal.
 
 Each line you type is one run, continuing the conversation so far
-(``agent.stream(text, context=...)``). ``exit`` (or Ctrl-D) leaves, ``clear``
+(``agent.stream(text, context=...)``); with ``--session NAME`` each run is a
+run of that session in the store (``agent.stream(text, session=NAME)``), so the
+conversation goes on after a restart. ``exit`` (or Ctrl-D) leaves, ``clear``
 starts a new conversation, Ctrl-C at the prompt clears the line and Ctrl-C
 during a turn cancels that turn. A call that needs approval is asked about
 inline; leaving that question (Ctrl-C, or the end of the input) leaves the run
@@ -29,12 +31,14 @@ UNDECIDED_CALL = "the user has not decided on this call yet (its run is paused);
 HELP = "type a message; `clear` starts over, `exit` or Ctrl-D leaves, Ctrl-C stops a turn"
 
 
-def chat(session: Session, renderer: Renderer, *, read: Callable[[str], str] = input) -> None:
-    """The read-run-print loop."""
+def chat(session: Session, renderer: Renderer, *, read: Callable[[str], str] = input, name: str | None = None) -> None:
+    """The read-run-print loop; with ``name``, each turn is a run of that session in the store."""
     _enable_line_editing()
     context: Context | None = None
     model = session.settings.model or "local"
     print(visible(f"tether chat · model {model} · workspace {session.settings.workspace}\n{HELP}"))
+    if name is not None:
+        print(visible(_session_line(session, name)))
     while True:
         try:
             text = read("you> ").strip()
@@ -46,9 +50,13 @@ def chat(session: Session, renderer: Renderer, *, read: Callable[[str], str] = i
             continue
         if text in ("exit", "quit"):
             return
-        if text == "clear":
+        if text == "clear" and name is not None:
+            print(visible(f"(session {name!r} is kept in the store; start another with --session OTHER)"))
+        elif text == "clear":
             context = None
             print("(conversation cleared)")
+        elif text and name is not None:
+            session_turn(session, renderer, text, name)
         elif text:
             context = turn(session, renderer, text, context)
 
@@ -63,6 +71,24 @@ def turn(session: Session, renderer: Renderer, text: str, context: Context | Non
     except TetherError as exc:
         print(visible(f"error: {exc}"), file=sys.stderr)
         return context
+
+
+def session_turn(session: Session, renderer: Renderer, text: str, name: str) -> None:
+    """One run of the session ``name``: it starts from the notebook the session's last run left."""
+    try:
+        outcome = session.start(text, renderer, name=name)
+        outcome = session.settle(outcome, renderer, ask)
+        _report(outcome, location(session.settings))
+    except TetherError as exc:
+        print(visible(f"error: {exc}"), file=sys.stderr)
+
+
+def _session_line(session: Session, name: str) -> str:
+    found = session.run(session.store.sessions(name, limit=1))
+    if not found:
+        return f"(a new session {name!r})"
+    last = found[0]
+    return f"(continuing session {name!r}: {last.runs} run(s), the last one {last.last_run} {last.status})"
 
 
 def _report(outcome: Outcome, where: str) -> None:

@@ -93,15 +93,16 @@ def run(task: str, as_json: bool, no_input: bool, **opts: Any) -> None:
 @cli.command()
 @model_options
 @store_options
+@click.option("--session", "name", metavar="NAME", help="Continue the named conversation from the store (and keep it).")
 @handle_errors
-def chat(**opts: Any) -> None:
+def chat(name: str | None, **opts: Any) -> None:
     """Talk with the agent: each message is a run that continues the conversation."""
     from ._chat import chat as repl
 
     settings = settings_from(opts)
     with Session(settings) as session:
         session.agent  # noqa: B018  # fail on bad configuration before the first prompt
-        repl(session, make_renderer(as_json=False, chat=True))
+        repl(session, make_renderer(as_json=False, chat=True), name=name)
 
 
 @cli.command()
@@ -229,7 +230,7 @@ def decided(events: Sequence[Event]) -> bool:
 def first_task(events: Sequence[Event]) -> str:
     for ev in events:
         if isinstance(ev, RunStarted):
-            users = [m.content for m in ev.messages if m.role == "user"]
+            users = [m.text for m in ev.messages if m.role == "user"]
             if users:
                 return users[-1]
     return ""
@@ -296,3 +297,8 @@ cli.add_command(eval_group)
 from ._serve import serve  # noqa: E402
 
 cli.add_command(serve)
+
+# `tether worker` lives in its own module (scale-out: workers on a shared PostgreSQL).
+from ._worker import worker  # noqa: E402
+
+cli.add_command(worker)

@@ -101,7 +101,8 @@ def key_id(key: bytes) -> str:
 
 
 def _mac(key: bytes, meta: Mapping[str, str]) -> str:
-    body = {k: v for k, v in meta.items() if k != "signature"}
+    # A session's labels are the loop's, added after the record is signed (the store's fencing guards them).
+    body = {k: v for k, v in meta.items() if k not in ("signature", "session", "continues")}
     return hmac.new(key, json.dumps(body, sort_keys=True).encode(), hashlib.sha256).hexdigest()
 
 

@@ -40,7 +40,7 @@ class Answer:
     template: str
 
     def text(self, context: Context) -> str:
-        results = [m.content for m in context if m.role == "tool"]
+        results = [m.text for m in context if m.role == "tool"]
         return self.template.replace("{last_tool_result}", results[-1] if results else "")
 
 

@@ -51,7 +51,13 @@ def load_agent(spec: str) -> Any:
     "--host", default="127.0.0.1", show_default=True, help="Address to listen on (not loopback: needs a token)."
 )
 @click.option("--port", type=int, default=8765, show_default=True)
-@click.option("--workers", type=int, default=4, show_default=True, help="Runs advanced at once.")
+@click.option(
+    "--workers",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Runs advanced at once in this process (0: none; tether worker processes advance them).",
+)
 @click.option("--notify", metavar="URL", help="Webhook: a signed POST when items start waiting.")
 @click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME", help="Another host name clients may use.")
 @click.option("--public-url", metavar="URL", help="The inbox's address in notifications [default: http://HOST:PORT].")
@@ -72,9 +78,15 @@ def serve(apps: tuple[str, ...], store: str, host: str, port: int, workers: int,
         agents = [load_agent(spec) for spec in apps]
         public = options.pop("public_url") or f"http://{host}:{port}"
         hosts = options.pop("allow_hosts")
+        dispatcher = None
+        if workers == 0:  # runs go through the queue on the store's PostgreSQL to `tether worker` processes
+            from ..dispatch.procrastinate import ProcrastinateDispatcher
+
+            dispatcher = ProcrastinateDispatcher.for_store(store)
         server = Server(
-            agents, store=store, host=host, allowed_hosts=hosts, public_url=public, workers=workers, **options
-        )
+            agents, store=store, host=host, allowed_hosts=hosts, public_url=public, workers=workers,
+            dispatcher=dispatcher, **options,
+        )  # fmt: skip
     except UserError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -85,6 +97,9 @@ def serve(apps: tuple[str, ...], store: str, host: str, port: int, workers: int,
             err=True,
         )
         logging.getLogger("tether.serve").warning("listening on %s:%d (not loopback)", host, port)
+    from ..dispatch import tune_gc
+
+    tune_gc()  # a server may hold thousands of runs
     click.echo(f"tether serve: {', '.join(server.agents)} over {store}")
     click.echo(f"inbox: {public}/   sign in with the token in {server.token_hint}")
     uvicorn.run(

@@ -156,10 +156,13 @@ class Session:
 
     # -- runs ------------------------------------------------------------------
 
-    def start(self, task: str, renderer: Renderer, *, context: Context | None = None) -> Outcome:
+    def start(
+        self, task: str, renderer: Renderer, *, context: Context | None = None, name: str | None = None
+    ) -> Outcome:
+        """A new run of ``task`` (continuing ``context``, or the session ``name`` from the store)."""
         agent = self.agent
         meta = run_meta(recorded_fields(self.settings), self.key)
-        return self.run(self.drive(lambda: agent.stream(task, context=context, meta=meta), renderer))
+        return self.run(self.drive(lambda: agent.stream(task, context=context, meta=meta, session=name), renderer))
 
     def resume(self, run_id: str, renderer: Renderer) -> Outcome:
         agent = self.agent_for(self.run(self.settings_of(run_id)))

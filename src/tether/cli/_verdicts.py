@@ -124,6 +124,7 @@ def decide_command(
     left = waiting(state)
     if left:
         say(f"still waiting: {', '.join(p.id for p in left)}")
+    say("a running `tether serve` on this store resumes it by itself; without one,")
     say(f"continue with: tether resume {rid}{location(settings)}")
 
 

@@ -375,7 +375,7 @@ def judge(policy: Policy, criteria: str, *, name: str = "judge") -> FunctionGrad
     async def check(o: Outcome) -> Grade:
         prompt = f"Task:\n{o.task}\n\nAnswer:\n{o.output or '(no answer)'}\n\nCriteria:\n{criteria}"
         context = Context([Message.system(JUDGE_INSTRUCTIONS), Message.user(prompt)])
-        reply = (await policy.decide(context, ())).content.strip()
+        reply = (await policy.decide(context, ())).text.strip()
         verdict = _verdict(reply)
         if verdict is None:
             return Grade(False, reason=f"the judge said neither PASS nor FAIL: {_short(reply)!r}")

@@ -26,9 +26,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,6 +39,7 @@ from ..exceptions import UserError
 from ..journal import state_of
 from ..state import RunState
 from ..store import record_decisions
+from ..toolkits._walk import remove_tree
 from . import _records
 from ._pool import Runner, run_bounded
 from .cases import AgentFactory, Case, Dataset, Setup, parse_verdict
@@ -182,7 +183,7 @@ class _Trials:
             setup = Setup(case, trial, run_id, self.store, workdir, self._brain(case, trial, run_id, workdir))
             result = await self._run(setup, None if info is None else info.status)
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            await asyncio.to_thread(_remove, root)
         await _records.save(self.store, run_id, result.to_dict())
         return result
 
@@ -254,6 +255,14 @@ def _named(grade: Any, name: str) -> Any:
     from .graders import Grade
 
     return Grade(grade.passed, grade.score, grade.reason, name)
+
+
+def _remove(root: str) -> None:
+    """Remove a trial's directory, whatever the agent left in it (10,000 nested folders, links)."""
+    try:
+        remove_tree(root)
+    except OSError as exc:  # say so: a leftover directory is not silently forgotten
+        warnings.warn(f"the trial directory {root!r} could not be removed: {exc}", RuntimeWarning, stacklevel=2)
 
 
 def _lay_out(workdir: Path, files: dict[str, str] | Any) -> None:

@@ -64,7 +64,7 @@ class Outcome:
     @property
     def task(self) -> str:
         """The user's message that started the run."""
-        return next((m.content for m in self.context if m.role == "user"), "")
+        return next((m.text for m in self.context if m.role == "user"), "")
 
 
 def outcome_of(
@@ -100,7 +100,7 @@ def outcome_of(
 def _with_result(call: Call, finished: ToolFinished | None) -> Call:
     if finished is None:
         return call
-    return Call(call.name, call.arguments, call.reply, call.id, finished.result.content, finished.error)
+    return Call(call.name, call.arguments, call.reply, call.id, finished.result.text, finished.error)
 
 
 def _parsed(arguments: str) -> Any:

@@ -24,7 +24,7 @@ from ._portal import Portal
 from ._results import McpResult
 from ._tools import IDEMPOTENCY_KEY, Binding, server_tools
 
-ResultHook = Callable[[Invocation, McpResult], None]
+ResultHook = Callable[[Invocation[Any], McpResult], None]
 _OPEN: set[McpClient] = set()
 _OPEN_LOCK = threading.Lock()
 
@@ -122,7 +122,7 @@ class McpClient:
 
     # -- inside ---------------------------------------------------------------------
 
-    async def _run_tool(self, binding: Binding, arguments: dict[str, Any], invocation: Invocation) -> str:
+    async def _run_tool(self, binding: Binding, arguments: dict[str, Any], invocation: Invocation[Any]) -> Any:
         """What a tether tool built by :meth:`tools` does when the agent calls it."""
         meta = {IDEMPOTENCY_KEY: invocation.idempotency_key} if binding.effect == "idempotent" else None
         result = await self._portal.run(self._call(binding, arguments, meta))
@@ -130,7 +130,7 @@ class McpClient:
             self.on_result(invocation, result)
         if result.is_error:
             raise McpToolError(result.text or f"MCP tool {binding.tool!r} reported an error")
-        return result.text
+        return result.content  # text, or lines and images (tether.parts.Image) the model sees
 
     async def _call(self, binding: Binding, arguments: dict[str, Any], meta: dict[str, Any] | None) -> McpResult:
         conn = self._connections[binding.server]

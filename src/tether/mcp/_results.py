@@ -1,11 +1,13 @@
 """What an MCP tool call returned, as a value, and as the note the model reads.
 
-Until :class:`~tether.Message` carries image parts, a tool result is text: each
-content block becomes a line (an image becomes ``[image image/png, 1234
-bytes]``), and the bytes of images, audio and embedded binary resources stay
-on :attr:`McpResult.blobs` for code that wants them (``McpClient.call`` and the
-client's ``on_result`` hook). Structured content is shown as JSON when the
-server sent no text.
+Each content block becomes a line of the note's text (an image becomes
+``[image image/png, 1234 bytes]``), and the bytes of images, audio and embedded
+binary resources stay on :attr:`McpResult.blobs` for code that wants them
+(``McpClient.call`` and the client's ``on_result`` hook). The note the model
+reads is :attr:`McpResult.content`: the text, or, when the server returned an
+image a model can take (PNG, JPEG, GIF, WebP, up to the part size cap), the
+lines with each such image as a :class:`~tether.parts.Image` part in its place.
+Structured content is shown as JSON when the server sent no text.
 
 >>> McpResult("3 files", structured={"count": 3}).text
 '3 files'
@@ -18,6 +20,8 @@ import binascii
 import json
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from ..parts import IMAGE_TYPES, MAX_PART_BYTES, Image
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,21 +51,36 @@ class McpResult:
     is_error: bool = False
     structured: Any = None
     blobs: tuple[McpBlob, ...] = ()
+    pieces: tuple[str | Image, ...] = ()  # the note's lines, with the images a model can take in place
+
+    @property
+    def content(self) -> str | list[str | Image]:
+        """What the model reads: the text, or lines and images when there are images to show."""
+        if not any(isinstance(p, Image) for p in self.pieces):
+            return self.text
+        return list(self.pieces)
 
 
 def to_result(result: Any) -> McpResult:
     """An :class:`McpResult` from the SDK's ``CallToolResult``."""
     lines: list[str] = []
     blobs: list[McpBlob] = []
+    pieces: list[str | Image] = []
     for block in result.content or ():
         line, blob = _block(block)
         lines.append(line)
         if blob is not None:
             blobs.append(blob)
+        showable = blob is not None and blob.kind == "image" and blob.mime_type in IMAGE_TYPES
+        if blob is not None and showable and len(blob.data) <= MAX_PART_BYTES:
+            pieces.append(Image(blob.data, blob.mime_type))
+        else:
+            pieces.append(line)
     structured = result.structured_content
     if structured is not None and not any(getattr(b, "type", "") == "text" for b in result.content or ()):
         lines.append(json.dumps(structured, ensure_ascii=False, sort_keys=True))
-    return McpResult("\n".join(lines), bool(result.is_error), structured, tuple(blobs))
+        pieces.append(lines[-1])
+    return McpResult("\n".join(lines), bool(result.is_error), structured, tuple(blobs), tuple(pieces))
 
 
 def _block(block: Any) -> tuple[str, McpBlob | None]:

@@ -39,7 +39,7 @@ class Binding:
     effect: Effect
 
 
-Runner = Callable[[Binding, dict[str, Any], Invocation], Awaitable[str]]
+Runner = Callable[[Binding, dict[str, Any], Invocation[Any]], Awaitable[Any]]
 
 
 def server_tools(
@@ -80,7 +80,7 @@ def _tool(server: McpServer, spec: mcp_types.Tool, name: str, digest: str, run: 
     schema = {k: v for k, v in spec.input_schema.items() if k != "$schema"}
     description = spec.description or spec.title or ""
 
-    async def call(_tether_invocation: Invocation, **arguments: Any) -> str:
+    async def call(_tether_invocation: Invocation[Any], **arguments: Any) -> Any:
         return await run(binding, arguments, _tether_invocation)
 
     try:

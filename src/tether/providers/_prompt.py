@@ -4,7 +4,10 @@ The model replies in one of two JSON forms, and the schema allows nothing else:
 
 * a **list of calls**, ``[{"name": <tool>, "arguments": {...}}, ...]``: one or
   several tools in one reply (two cities, three stock symbols);
-* an **answer**, ``{"name": "final_answer", "arguments": {"text": ...}}``.
+* an **answer**, ``{"name": "final_answer", "arguments": {"text": ...}}``; for an
+  agent with an output type, its output tool takes that place
+  (``{"name": "final_result", "arguments": <a T, as JSON>}``), so the answer is
+  decoded under T's own JSON Schema and prompts and nudges name that tool.
 
 So the first character of a reply (``[`` or ``{``) is the choice between
 using tools and answering, and the system prompt makes answering without a tool
@@ -37,7 +40,9 @@ from typing import Any
 from ..context import Context
 from ..exceptions import UserError
 from ..messages import Message
+from ..output import OutputTool
 from ..tools import Tool
+from ._parts import refuse_parts
 
 FINAL_ANSWER = "final_answer"
 MAX_CALLS_PER_REPLY = 8
@@ -65,15 +70,23 @@ def choice_schema(
 
     The list holds 1 to ``max_calls`` items, each ``{"name": const, "arguments":
     <that tool's parameters>}``; the answer is the ``final_answer`` object
-    (alone when ``final_only``, left out when ``calls_only``). Tool schemas' ``$defs`` are hoisted to the root
+    (alone when ``final_only``, left out when ``calls_only``), or the output
+    tool's call when one is offered (:func:`output_tool`). Tool schemas' ``$defs`` are hoisted to the root
     under ``<tool>__<name>`` so their ``$ref`` s resolve.
     """
     check_tools(tools)
-    answer = _choice(FINAL_ANSWER, _FINAL_PARAMS)
-    if final_only or not tools or max_calls < 1:
-        return {"anyOf": [answer]}
-    calls, defs = [], {}
-    for t in tools:
+    final = output_tool(tools)
+    defs: dict[str, Any] = {}
+    if final is None:
+        answer = _choice(FINAL_ANSWER, _FINAL_PARAMS)
+    else:
+        params, defs = _hoisted(final)
+        answer = _choice(final.name, params)
+    callable_tools = [t for t in tools if t is not final]
+    if final_only or not callable_tools or max_calls < 1:
+        return {"anyOf": [answer], "$defs": defs} if defs else {"anyOf": [answer]}
+    calls = []
+    for t in callable_tools:
         params, tool_defs = _hoisted(t)
         defs.update(tool_defs)
         calls.append(_choice(t.name, params))
@@ -137,6 +150,17 @@ def _rewrite_refs(node: Any, renames: dict[str, str]) -> None:
             _rewrite_refs(item, renames)
 
 
+def output_tool(tools: Sequence[Tool]) -> Tool | None:
+    """The output tool of an agent with an output type (``final_result``), when it is offered."""
+    return next((t for t in tools if isinstance(t, OutputTool)), None)
+
+
+def final_name(tools: Sequence[Tool]) -> str:
+    """The name of the reply that answers: ``final_answer``, or the output tool's name."""
+    final = output_tool(tools)
+    return final.name if final is not None else FINAL_ANSWER
+
+
 def check_tools(tools: Sequence[Tool]) -> None:
     """Refuse a tool that would shadow the protocol's own ``final_answer``."""
     if any(t.name == FINAL_ANSWER for t in tools):
@@ -163,12 +187,19 @@ WHEN_TO_ANSWER = (
 )
 
 
+TYPED_ANSWER = '2. To answer the user: {{"name": "{name}", "arguments": <your answer, as JSON: {signature}>}}.'
+
+
 def system_prompt(tools: Sequence[Tool], instructions: str = "") -> str:
     """The protocol's system prompt: instructions, the tools with their parameters, the two forms."""
+    final = output_tool(tools)
     lines = [instructions.strip()] if instructions.strip() else []
     lines.append("Tools:")
-    lines += [f"- {tool_line(t)}" for t in tools]
-    lines += [FORMS, WHEN_TO_ANSWER]
+    lines += [f"- {tool_line(t)}" for t in tools if t is not final]
+    forms = FORMS
+    if final is not None:  # the answer is the output tool's call, under its schema
+        forms = FORMS[: FORMS.index("2. ")] + TYPED_ANSWER.format(name=final.name, signature=signature(final))
+    lines += [forms, WHEN_TO_ANSWER]
     return "\n".join(lines)
 
 
@@ -228,28 +259,34 @@ def _clause(text: Any) -> str:
 
 def render(context: Context, tools: Sequence[Tool], *, final_only: bool = False) -> list[dict[str, Any]]:
     """The notebook as OpenAI chat messages for the constrained protocol."""
-    instructions = "\n\n".join(m.content for m in context if m.role == "system")
+    instructions = "\n\n".join(m.text for m in context if m.role == "system")
+    final = final_name(tools)  # with an output type the answer is its tool, not final_answer
     out: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(tools, instructions)}]
     messages = context.messages
     for i, m in enumerate(messages):
         if m.role == "user":
-            out.append({"role": "user", "content": m.content})
+            out.append({"role": "user", "content": m.text})
         elif m.role == "assistant":
-            out.append({"role": "assistant", "content": assistant_text(m)})
+            out.append({"role": "assistant", "content": assistant_text(m, final)})
         elif m.role == "tool" and (i + 1 == len(messages) or messages[i + 1].role != "tool"):
             first = i
             while first > 0 and messages[first - 1].role == "tool":
                 first -= 1
-            _append_user(out, results_text(messages[first : i + 1]))
+            _append_user(out, results_text(messages[first : i + 1], final))
     if final_only:
-        _append_user(out, FINAL_ONLY)
+        _append_user(out, FINAL_ONLY.replace(FINAL_ANSWER, final))
     return out
 
 
-def assistant_text(m: Message) -> str:
-    """A recorded reply as the model writes it: the answer object, or the list of calls."""
+def assistant_text(m: Message, final: str = FINAL_ANSWER) -> str:
+    """A recorded reply as the model writes it: the answer object, or the list of calls.
+
+    A call of the output tool (``final``) alone is the typed answer, written as one object.
+    """
     if not m.tool_calls:
-        return call_text(FINAL_ANSWER, {"text": m.content})
+        return call_text(FINAL_ANSWER, {"text": m.text})
+    if final != FINAL_ANSWER and len(m.tool_calls) == 1 and m.tool_calls[0].name == final:
+        return call_text(final, _loads_or_raw(m.tool_calls[0].arguments))
     return calls_text([(c.name, _loads_or_raw(c.arguments)) for c in m.tool_calls])
 
 
@@ -271,8 +308,11 @@ def _loads_or_raw(arguments: str) -> Any:
         return arguments
 
 
-def results_text(results: Sequence[Message]) -> str:
-    """The results of one reply's calls, each on its own, then one nudge for what comes next."""
+def results_text(results: Sequence[Message], final: str = FINAL_ANSWER) -> str:
+    """The results of one reply's calls, each on its own, then one nudge for what comes next.
+
+    With an output type (``final`` is its tool) the nudges name that tool as the way to answer.
+    """
     texts = [_result_text(m) for m in results]
     if any(_denied(m) for m in results):
         nudge = DENIED_NUDGE
@@ -280,17 +320,21 @@ def results_text(results: Sequence[Message]) -> str:
         nudge = ERROR_NUDGE
     else:
         nudge = NUDGE
+    if final != FINAL_ANSWER:
+        nudge = nudge.replace("tell the user", f"answer with {final}, saying").replace(
+            "write the answer for the user", f"give the answer with {final}"
+        )
     return "\n\n".join(texts) + "\n" + nudge
 
 
 def _denied(m: Message) -> bool:
-    return m.is_error and m.content.startswith(DENIED_PREFIX)
+    return m.is_error and m.text.startswith(DENIED_PREFIX)
 
 
 def _result_text(m: Message) -> str:
-    content = m.content
+    content = whole = m.text  # images and files a tool returned are placeholders: the protocol is text only
     if len(content) > MAX_RESULT_CHARS:
-        content = content[:MAX_RESULT_CHARS] + f"\n[... cut: {len(m.content):,} characters in all]"
+        content = content[:MAX_RESULT_CHARS] + f"\n[... cut: {len(whole):,} characters in all]"
     name = m.name or "the tool"
     if _denied(m):
         return f"{name} was not run: {content}"
@@ -320,8 +364,10 @@ def request(
 
     ``only`` narrows the calls the schema allows to those tools (the prompt
     still shows every tool, so it stays a prefix of the next request).
-    Without tools there is nothing to choose: a plain chat request.
+    Without tools there is nothing to choose: a plain chat request. Images and
+    files are refused before any request: the protocol is text only.
     """
+    refuse_parts(context, "this brain (constrained decoding)")
     if not tools:
         return {"messages": [m.to_openai() for m in context]}
     schema = choice_schema(tools, final_only=final_only, calls_only=calls_only, max_calls=max_calls)
@@ -349,9 +395,11 @@ def decision_request(context: Context, tools: Sequence[Tool]) -> dict[str, Any]:
     answering is a question the model is asked on its own, instead of the
     first character of a reply.
     """
+    refuse_parts(context, "this brain (constrained decoding)")
+    final = output_tool(tools)  # answering with it is "none": no tool fits, answer
     schema = {
         "type": "object",
-        "properties": {"tool": {"enum": [*(t.name for t in tools), NO_TOOL]}},
+        "properties": {"tool": {"enum": [*(t.name for t in tools if t is not final), NO_TOOL]}},
         "required": ["tool"],
         "additionalProperties": False,
     }

@@ -39,6 +39,7 @@ from ..exceptions import UserError
 from ..messages import Message, Reasoning, ToolCall, Usage, new_call_id
 from ..tools import Tool
 from ._http import AttemptFailed, HTTPPolicy, dumps, error_message, excerpt
+from ._parts import anthropic_content
 from ._sse import ServerSentEvent
 from .options import HTTPOptions, merged
 
@@ -199,18 +200,18 @@ def to_anthropic(context: Context) -> tuple[str, list[dict[str, Any]]]:
     out: list[dict[str, Any]] = []
     for m in context:
         if m.role == "system":
-            system.append(m.content)
+            system.append(m.text)
         elif m.role == "tool":
             _add_result(out, m)
         elif m.role == "assistant" and (m.tool_calls or _sendable(m.reasoning)):
             out.append({"role": "assistant", "content": _assistant_blocks(m)})
         else:
-            out.append({"role": m.role, "content": m.content})
+            out.append({"role": m.role, "content": anthropic_content(m) if m.role == "user" else m.text})
     return "\n\n".join(system), out
 
 
 def _add_result(out: list[dict[str, Any]], m: Message) -> None:
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": anthropic_content(m)}
     if m.is_error:
         block["is_error"] = True
     last = out[-1] if out else None
@@ -230,7 +231,7 @@ def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
     """Thinking first, exactly as received, then the text and the tool calls."""
     content = [_thinking_block(r) for r in _sendable(m.reasoning)]
     if m.content:
-        content.append({"type": "text", "text": m.content})
+        content.append({"type": "text", "text": m.text})
     content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": _input(c.arguments)} for c in m.tool_calls]
     return content
 

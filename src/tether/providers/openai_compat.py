@@ -27,6 +27,7 @@ from ..exceptions import UserError
 from ..messages import Message, Reasoning, ToolCall, Usage, new_call_id
 from ..tools import Tool
 from ._http import AttemptFailed, HTTPPolicy, dumps, error_message, excerpt
+from ._parts import openai_messages
 from ._sse import ServerSentEvent
 from .options import HTTPOptions, merged
 from .presets import PRESETS, Preset
@@ -107,10 +108,8 @@ class OpenAICompatible(HTTPPolicy):
             if self.parallel_tool_calls is not None:
                 payload["parallel_tool_calls"] = self.parallel_tool_calls
         payload.update(self.extra_body)
-        if self.quirks.send_reasoning:
-            payload["messages"] = [_with_reasoning(m) for m in context]
-        else:
-            payload["messages"] = [m.to_openai() for m in context]  # last: see the module docstring
+        wire = _with_reasoning if self.quirks.send_reasoning else Message.to_openai
+        payload["messages"] = openai_messages(context, wire)  # last: see the module docstring
         return dumps(payload)
 
     def tool_definition(self, tool: Tool) -> dict[str, Any]:

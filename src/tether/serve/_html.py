@@ -171,13 +171,13 @@ def story(events: Sequence[Event], agent: str) -> str:
 
 def _lines(ev: Event, agent: str) -> Iterable[tuple[str, str]]:
     if isinstance(ev, RunStarted):
-        yield from (("asked", f"<b>you asked</b> “{h(_short(m.content))}”") for m in ev.messages if m.role == "user")
+        yield from (("asked", f"<b>you asked</b> “{h(_short(m.text))}”") for m in ev.messages if m.role == "user")
     elif isinstance(ev, ModelReplied):
         yield from _reply(ev.message, agent)
     elif isinstance(ev, ToolFinished):
         r = ev.result
         verb, cls = ("failed", "result error") if r.is_error else ("returned", "result")
-        yield cls, f"<b>→ {h(r.name or 'tool')} {verb}</b> {h(_short(r.content))}"
+        yield cls, f"<b>→ {h(r.name or 'tool')} {verb}</b> {h(_short(r.text))}"
     elif isinstance(ev, ApprovalRequested):
         yield "wait", f"<b>‖ {h(ev.call.name)}</b> waits for a person to approve it"
     elif isinstance(ev, QuestionAsked):
@@ -198,11 +198,11 @@ def _lines(ev: Event, agent: str) -> Iterable[tuple[str, str]]:
 
 def _reply(m: Message, agent: str) -> Iterable[tuple[str, str]]:
     if m.tool_calls and m.content:
-        yield "thought", f"<b>{h(agent)} thought</b> {h(_short(m.content))}"
+        yield "thought", f"<b>{h(agent)} thought</b> {h(_short(m.text))}"
     for c in m.tool_calls:
         yield "call", f"<b>{h(agent)} calls</b> <code>{h(c.name)}({h(_short(c.arguments, 300))})</code>"
     if not m.tool_calls:
-        yield "final", f"<b>final answer</b> {h(_short(m.content, 2000))}"
+        yield "final", f"<b>final answer</b> {h(_short(m.text, 2000))}"
 
 
 # -- an item card ---------------------------------------------------------------------

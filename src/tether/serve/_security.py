@@ -211,7 +211,8 @@ def _cross_site(headers: Headers, host: str) -> bool:
 
 def _unauthenticated(scope: Scope, path: str) -> Response:
     if path.startswith("/api/") or path == "/openapi.json" or scope["method"] != "GET":
-        return _refuse(401, "unauthorized", "send Authorization: Bearer <token> (the token is in serve.token)", True)
+        hint = "send Authorization: Bearer <token> (the token is in serve.token beside the store: .tether/serve.token)"
+        return _refuse(401, "unauthorized", hint, True)
     query = scope.get("query_string", b"").decode("latin-1")
     back = path + (f"?{query}" if query else "")
     return RedirectResponse(f"{scope.get('root_path', '')}/login?next={quote(back)}", status_code=303)

@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..agent import Agent
+from ..dispatch import Dispatcher
 from ..exceptions import UserError
 from ..store import RunStore
 from . import _pages as pages
@@ -66,8 +67,11 @@ class Server:
         max_auth_failures: int = 10,
         sweep_every: float = 5.0,
         env: Mapping[str, str] | None = None,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
         env = os.environ if env is None else env
+        if workers == 0 and dispatcher is None:
+            raise UserError("workers=0 needs a dispatcher: the engine that hands runs to tether worker processes")
         given = _by_name(agents)
         self.store_url, inner, self._owns_store = _store(store, given)
         self.home = home_of(self.store_url)
@@ -97,6 +101,7 @@ class Server:
             on_waiting=on_waiting,
             interrupted=self.home / "serve.interrupted.json",
             sweep_every=sweep_every,
+            dispatcher=dispatcher,
         )
         self.service = Service(self.agents, self.store, self.views, self.workers, self.key)
         self.sessions = Sessions(self.token)

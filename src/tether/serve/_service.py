@@ -27,7 +27,7 @@ from ..exceptions import LeaseConflict, StateError
 from ..messages import Message
 from ..state import RunState
 from ..store import record_decisions
-from ..tools import ArgumentsInvalid
+from ..tools import ArgumentsInvalid, Invocation
 from ._views import WAITING, ItemView, RunView, Views
 from ._workers import ServedStore, Workers
 
@@ -211,6 +211,9 @@ def _keyed_id(key: str) -> str:
 
 def _started(agent: Agent, run_id: str, task: str, meta: dict[str, str]) -> RunStarted:
     """The first event of a new run of ``agent``, as the loop itself would write it."""
-    notes = [Message.system(agent.instructions)] if agent.instructions else []
+    said = agent.instructions
+    if callable(said):  # dynamic instructions: a served run has no deps
+        said = said(Invocation(run_id, "", "", None))
+    notes = [Message.system(said)] if said else []
     notes.append(Message.user(task))
     return RunStarted(run_id, tuple(notes), False, agent.fingerprint, agent.name, dict(meta), at=time.time())

@@ -173,7 +173,7 @@ class Views:
 
 
 def _task(first: RunStarted | None) -> str:
-    users = [m.content for m in (first.messages if first else ()) if m.role == "user"]
+    users = [m.text for m in (first.messages if first else ()) if m.role == "user"]
     return str(users[-1]) if users else ""
 
 

@@ -27,10 +27,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from ..agent import Agent, RunResult
-from ..dispatch import LocalPool
+from ..dispatch import Dispatcher, LocalPool
 from ..events import Event
 from ..exceptions import LeaseConflict, StateError, StoreError
-from ..store import Lease, RunInfo, RunStore
+from ..store import Lease, RunInfo, RunStore, SessionInfo
 from ._hub import Hub
 from ._views import WAITING, RunView, Views
 
@@ -72,6 +72,9 @@ class ServedStore:
     async def delete(self, run_id: str) -> None:
         await self.inner.delete(run_id)
 
+    async def sessions(self, name: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        return await self.inner.sessions(name, limit)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 
@@ -94,9 +97,12 @@ class Workers:
         on_waiting: Callable[[RunView], None] | None = None,
         interrupted: Path | None = None,
         sweep_every: float = 5.0,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
         self.agents, self.store, self.hub, self.views = agents, store, hub, views
-        self.pool = LocalPool(agents, concurrency=concurrency, on_done=self._done)
+        # Without in-process workers, runs go to an engine (tether worker processes advance them).
+        self.remote = dispatcher
+        self.pool = LocalPool(agents, concurrency=concurrency, on_done=self._done) if dispatcher is None else None
         self.on_waiting = on_waiting
         self.interrupted = interrupted
         self.sweep_every = sweep_every
@@ -111,7 +117,8 @@ class Workers:
 
     async def start(self) -> None:
         """Start the pool, pick up what the last server left, and keep watching."""
-        self.pool.start()
+        if self.pool is not None:
+            self.pool.start()
         await self._recover()
         self._tasks = [asyncio.create_task(self._watch()), asyncio.create_task(self._sweep_forever())]
 
@@ -123,7 +130,11 @@ class Workers:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         in_flight = sorted(self.active)
-        await self.pool.aclose()
+        if self.pool is not None:
+            await self.pool.aclose()
+        aclose = getattr(self.remote, "aclose", None)
+        if aclose is not None:
+            await aclose()
         if self.interrupted is not None and in_flight:
             self.interrupted.parent.mkdir(parents=True, exist_ok=True)
             self.interrupted.write_text(json.dumps(in_flight))
@@ -133,6 +144,10 @@ class Workers:
     async def submit(self, run_id: str, agent: str) -> None:
         """Advance ``run_id`` with the agent named ``agent`` (once at a time per run)."""
         if agent not in self.agents:
+            return
+        if self.pool is None:  # handed to the engine: a duplicate loses the lease race there
+            assert self.remote is not None
+            await self.remote.submit(run_id, agent)
             return
         if run_id in self.active:
             self.again.add(run_id)

@@ -14,7 +14,7 @@ Implementations: :class:`~tether.stores.memory.MemoryStore` (tests),
 from __future__ import annotations
 
 from ..journal import status_of as status_after
-from ..store import RunInfo, RunStore
+from ..store import RunInfo, RunStore, SessionInfo
 from ._open import open_store
 
-__all__ = ["RunInfo", "RunStore", "open_store", "status_after"]
+__all__ = ["RunInfo", "RunStore", "SessionInfo", "open_store", "status_after"]

@@ -14,7 +14,8 @@ To change the schema, append a step; never edit a released one.
 
 Indexes are chosen for the write path: ``runs`` is updated on every commit, so
 it is indexed only by ``status`` (which changes a few times per run, and is
-only written when it does); listing sorts the matching rows by ``updated_at``.
+only written when it does) and by ``(session, session_n)`` (written once, when
+a run of a session starts); listing sorts the matching rows by ``updated_at``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,18 @@ SQLITE_STEPS: tuple[str, ...] = (
         expires_at REAL NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 3: the bytes of images and files, once per run; sessions (named conversations), by position.
+    """
+    CREATE TABLE blobs (
+        run_id TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        data   BLOB NOT NULL,
+        PRIMARY KEY (run_id, sha256)
+    );
+    ALTER TABLE runs ADD COLUMN session TEXT;
+    ALTER TABLE runs ADD COLUMN session_n INTEGER;
+    CREATE UNIQUE INDEX runs_by_session ON runs (session, session_n) WHERE session IS NOT NULL;
+    """,
 )
 
 # ``{schema}`` is replaced by the quoted schema name.
@@ -87,6 +100,17 @@ POSTGRES_STEPS: tuple[str, ...] = (
         token      bigint NOT NULL,
         expires_at float8 NOT NULL
     );
+    """,
+    # 3: the bytes of images and files, once per run; sessions (named conversations), by position.
+    """
+    CREATE TABLE {schema}.blobs (
+        run_id text NOT NULL,
+        sha256 text NOT NULL,
+        data   bytea NOT NULL,
+        PRIMARY KEY (run_id, sha256)
+    );
+    ALTER TABLE {schema}.runs ADD COLUMN session text, ADD COLUMN session_n integer;
+    CREATE UNIQUE INDEX runs_by_session ON {schema}.runs (session, session_n) WHERE session IS NOT NULL;
     """,
 )
 

@@ -5,7 +5,8 @@
   power-loss durability);
 * ``postgresql://...`` or ``postgres://...``:
   :class:`~tether.stores.postgres.PostgresStore` (``?schema=name`` picks the
-  schema; every other parameter goes to libpq);
+  schema, ``?connections=N`` lets N calls of different runs talk to the server
+  at once; every other parameter goes to libpq);
 * ``memory://``: :class:`~tether.stores.memory.MemoryStore`.
 """
 
@@ -71,5 +72,8 @@ def _postgres_url(url: str) -> RunStore:
     parts = urlsplit(url)
     params = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((v for k, v in params if k == "schema"), "tether")
-    query = urlencode([(k, v) for k, v in params if k != "schema"])
-    return PostgresStore(urlunsplit(parts._replace(query=query)), schema=schema)
+    connections = next((v for k, v in params if k == "connections"), "1")
+    if not connections.isdigit() or int(connections) < 1:
+        raise UserError(f"connections= must be a positive integer, got {connections!r}")
+    query = urlencode([(k, v) for k, v in params if k not in ("schema", "connections")])
+    return PostgresStore(urlunsplit(parts._replace(query=query)), schema=schema, connections=int(connections))

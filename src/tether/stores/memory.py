@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator, Sequence
 
 from ..events import PERSISTED, Event
 from ..exceptions import LeaseConflict, StoreError
-from ..store import Lease, RunInfo
+from ..store import Lease, RunInfo, SessionInfo
 from . import status_after
+from ._blobs import being_advanced, moved_on, session_of, superseded
 from ._codec import held_by
 
 
@@ -29,6 +30,8 @@ class MemoryStore:
         self._info: dict[str, RunInfo] = {}
         self._leases: dict[str, Lease] = {}
         self._watchers: set[asyncio.Queue[str]] = set()
+        self._sessions: dict[str, list[str]] = {}  # session -> its runs, in order (parts are shared, not copied)
+        self._session_of: dict[str, str] = {}  # run -> its session
 
     async def append(
         self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
@@ -46,6 +49,22 @@ class MemoryStore:
             raise held_by(run_id, current, time.time())
         if not events:
             return len(log)
+        if log and run_id in self._session_of:  # an older run of a session does not advance past a newer one
+            session = self._session_of[run_id]
+            runs = self._sessions[session]
+            newer = [r for r in runs[runs.index(run_id) + 1 :] if r in self._info]
+            if newer:
+                raise superseded(run_id, session, newer[-1])
+        if not log and (found := session_of(events)) is not None:
+            runs = self._sessions.setdefault(found[0], [])
+            last = next((r for r in reversed(runs) if r in self._info), None)
+            if (last or "") != found[1]:
+                raise moved_on(found[0], found[1], last)
+            held = self._leases.get(last) if last else None
+            if held is not None and held.expires_at > time.time():
+                raise being_advanced(found[0], held)
+            runs.append(run_id)
+            self._session_of[run_id] = found[0]
         now = time.time()
         old = self._info.get(run_id)
         log.extend(events)
@@ -93,6 +112,18 @@ class MemoryStore:
         self._events.pop(run_id, None)
         self._info.pop(run_id, None)
         self._leases.pop(run_id, None)
+
+    async def sessions(self, name: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        """Sessions, most recently updated first (only ``name``'s, when given)."""
+        found = []
+        for session, runs in self._sessions.items():
+            alive = [self._info[r] for r in runs if r in self._info and name in (None, session)]
+            if alive:
+                last = alive[-1]
+                found.append(
+                    SessionInfo(session, last.run_id, last.status, len(alive), alive[0].created_at, last.updated_at)
+                )
+        return sorted(found, key=lambda s: (s.updated_at, s.name), reverse=True)[:limit]
 
     async def changes(self, *, interval: float = 0.2) -> AsyncIterator[str]:
         """The id of each run as events are appended to it (``interval`` is unused: no polling).

@@ -31,17 +31,29 @@ from typing import Any, Literal
 
 from ..events import Event
 from ..exceptions import StoreError, UserError
-from ..store import Lease, RunInfo
+from ..parts import shared
+from ..store import Lease, RunInfo, SessionInfo
 from . import status_after
+from ._blobs import Blobs, being_advanced, moved_on, session_of, superseded
 from ._codec import conflict, decode_event, encode_events, held_by
 from ._migrations import migrate_sqlite
 
 Durability = Literal["normal", "full"]
 _SYNCHRONOUS = {"normal": 1, "full": 2}
 _RUN_COLUMNS = "run_id, status, seq, created_at, updated_at"
+_RUN_ROW = "SELECT status, seq, session, session_n FROM runs WHERE run_id = ?"
 _INFO = (
     "SELECT r.run_id, r.status, r.seq, r.created_at, r.updated_at, l.owner, l.expires_at "
     "FROM runs r LEFT JOIN leases l ON l.run_id = r.run_id"
+)
+
+# The last run of each session (by position), with how many runs it has had and when it began.
+_SESSIONS = (
+    "SELECT r.session, r.run_id, r.status, s.n, s.first, r.updated_at FROM ("
+    "SELECT session, count(*) AS n, min(created_at) AS first, max(session_n) AS last FROM runs "
+    "WHERE session IS NOT NULL {where} GROUP BY session) s "
+    "JOIN runs r ON r.session = s.session AND r.session_n = s.last "
+    "ORDER BY r.updated_at DESC, r.session LIMIT {p}"
 )
 
 
@@ -97,12 +109,15 @@ class SQLiteStore:
         self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
     ) -> int:
         """Append ``events`` after ``expected_seq`` in one transaction; return the new length."""
-        rows = encode_events(events)
+        blobs: dict[str, bytes] = {}
+        rows = encode_events(events, blobs)
         with self._write(f"append to run {run_id!r}") as conn:
-            row = conn.execute("SELECT status, seq FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            status, seq = row if row else ("running", 0)
+            row = conn.execute(_RUN_ROW, (run_id,)).fetchone()
+            status, seq, session, place = row if row else ("running", 0, None, None)
             if seq != expected_seq:
                 raise conflict(run_id, seq, expected_seq)
+            if session is not None and place is not None:  # an older run of a session stays put past a newer one
+                _check_last(conn, run_id, session, place)
             if lease is not None:
                 current = _lease(conn, run_id)
                 if current is None or (current.owner, current.token) != (lease.owner, lease.token):
@@ -115,9 +130,13 @@ class SQLiteStore:
                 [(run_id, seq + i, kind, body, now) for i, (kind, body) in enumerate(rows, 1)],
             )
             new_status, new_seq = status_after(status, events), seq + len(rows)
+            if blobs:
+                _keep_blobs(conn, run_id, blobs)
             if row is None:
+                session, n = _session_place(conn, events)
                 conn.execute(
-                    f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?)", (run_id, new_status, new_seq, now, now)
+                    f"INSERT INTO runs ({_RUN_COLUMNS}, session, session_n) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, new_status, new_seq, now, now, session, n),
                 )
             elif new_status == status:  # leave the status index untouched
                 conn.execute("UPDATE runs SET seq = ?, updated_at = ? WHERE run_id = ?", (new_seq, now, run_id))
@@ -155,7 +174,13 @@ class SQLiteStore:
         """Every committed event of the run, in order ([] if unknown)."""
         with self._read(f"load run {run_id!r}") as conn:
             rows = conn.execute("SELECT seq, body FROM events WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
-        return [decode_event(run_id, seq, body) for seq, body in rows]
+        blobs = Blobs(run_id, lambda: self._blobs(run_id))
+        with shared():  # a part many events name is decoded once, one bytes object
+            return [decode_event(run_id, seq, body, blobs) for seq, body in rows]
+
+    def _blobs(self, run_id: str) -> dict[str, bytes]:
+        with self._read(f"load the parts of run {run_id!r}") as conn:
+            return dict(conn.execute("SELECT sha256, data FROM blobs WHERE run_id = ?", (run_id,)).fetchall())
 
     async def get(self, run_id: str) -> RunInfo | None:
         """The run's status, length and times, or None if unknown."""
@@ -176,6 +201,15 @@ class SQLiteStore:
             conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM leases WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM blobs WHERE run_id = ?", (run_id,))
+
+    async def sessions(self, name: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        """Sessions, most recently updated first (only ``name``'s, when given); by the session index."""
+        where, params = ("AND session = ?", (name, limit)) if name is not None else ("", (limit,))
+        query = _SESSIONS.format(where=where, p="?")
+        with self._read("list sessions") as conn:
+            rows = conn.execute(query, params).fetchall()
+        return [SessionInfo(*row) for row in rows]
 
     async def aclose(self) -> None:
         self.close()
@@ -264,6 +298,48 @@ def _create_private(path: Path) -> None:
         return
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
+def _keep_blobs(conn: sqlite3.Connection, run_id: str, blobs: dict[str, bytes]) -> None:
+    """Write the parts this run does not hold yet (a part named again is not written again)."""
+    digests = list(blobs)
+    marks = ", ".join("?" * len(digests))
+    held = {
+        d
+        for (d,) in conn.execute(
+            f"SELECT sha256 FROM blobs WHERE run_id = ? AND sha256 IN ({marks})", (run_id, *digests)
+        )
+    }
+    conn.executemany(
+        "INSERT INTO blobs (run_id, sha256, data) VALUES (?, ?, ?)",
+        [(run_id, d, blobs[d]) for d in digests if d not in held],
+    )
+
+
+def _session_place(conn: sqlite3.Connection, events: Sequence[Event]) -> tuple[str | None, int | None]:
+    """A new run's session and position in it, refused unless it continues the session's last run."""
+    found = session_of(events)
+    if found is None:
+        return None, None
+    session, continues = found
+    last = conn.execute(
+        "SELECT run_id, session_n FROM runs WHERE session = ? ORDER BY session_n DESC LIMIT 1", (session,)
+    ).fetchone()
+    if (last[0] if last else "") != continues:
+        raise moved_on(session, continues, last[0] if last else None)
+    if last is not None:
+        lease = _lease(conn, last[0])
+        if lease is not None and lease.expires_at > time.time():
+            raise being_advanced(session, lease)
+    return session, (last[1] if last else 0) + 1
+
+
+def _check_last(conn: sqlite3.Connection, run_id: str, session: str, place: int) -> None:
+    newer = conn.execute(
+        "SELECT run_id FROM runs WHERE session = ? AND session_n > ? ORDER BY session_n DESC LIMIT 1", (session, place)
+    ).fetchone()
+    if newer is not None:
+        raise superseded(run_id, session, newer[0])
 
 
 def _lease(conn: sqlite3.Connection, run_id: str) -> Lease | None:

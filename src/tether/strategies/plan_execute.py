@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..agent import Agent, RunResult
 from ..context import Context
@@ -77,7 +78,7 @@ class PlanAndExecute:
         self.max_replans = max_replans
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
-        task = next((m.content for m in context if m.role == "user"), "")
+        task = next((m.text for m in context if m.role == "user"), "")
         plans = _plans(context)
         if not plans:
             return await self._plan(task, "", len(context))
@@ -88,14 +89,14 @@ class PlanAndExecute:
             return await self._plan(task, _history(context), len(context))
         if len(results) < len(steps):
             return _step(steps, len(results), len(context))
-        return Message.assistant(results[-1].content if results else "")
+        return Message.assistant(results[-1].text if results else "")
 
     async def _plan(self, task: str, history: str, n: int) -> Message:
         notes = [Message.system(PLANNER_PROMPT), Message.user(task)]
         if history:
             notes.append(Message.user(f"What happened so far:\n{history}\nWrite a new plan for the remaining work."))
         reply = await self.planner.decide(Context(notes), ())
-        steps = parse_plan(reply.content)
+        steps = parse_plan(reply.text)
         if not steps:
             return Message.assistant("The planner gave no steps.")
         text = PLAN_HEADING + "\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1))
@@ -118,21 +119,30 @@ def plan_execute_agent(
 
 
 async def plan_and_execute(
-    planner: Policy, executor: Agent, task: str, *, max_replans: int = 2, run_id: str | None = None
+    planner: Policy,
+    executor: Agent,
+    task: str,
+    *,
+    max_replans: int = 2,
+    run_id: str | None = None,
+    deps: Any = None,
 ) -> PlanResult:
-    """Plan ``task``, run each step with ``executor``, re-plan when a step does not finish."""
-    result = await plan_execute_agent(planner, executor, max_replans=max_replans).run(task, run_id=run_id)
+    """Plan ``task``, run each step with ``executor``, re-plan when a step does not finish.
+
+    ``deps`` reach the executor's tools (each step is a child run, which gets its parent's deps)."""
+    agent = plan_execute_agent(planner, executor, max_replans=max_replans)
+    result = await agent.run(task, run_id=run_id, deps=deps)
     return PlanResult(result.status, result.output, _plans(result.context), result)
 
 
 def _plans(context: Context) -> list[list[str]]:
-    return [parse_plan(m.content) for m in context if m.role == "assistant" and m.content.startswith(PLAN_HEADING)]
+    return [parse_plan(m.text) for m in context if m.role == "assistant" and m.text.startswith(PLAN_HEADING)]
 
 
 def _results_since_last_plan(context: Context) -> list[Message]:
     results: list[Message] = []
     for m in reversed(context.messages):
-        if m.role == "assistant" and m.content.startswith(PLAN_HEADING):
+        if m.role == "assistant" and m.text.startswith(PLAN_HEADING):
             break
         if m.role == "tool":
             results.append(m)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from ..agent import Agent, RunResult
 from ..context import Context
@@ -45,19 +46,19 @@ class Reflect:
         self.rounds = rounds
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
-        task = next((m.content for m in context if m.role == "user"), "")
+        task = next((m.text for m in context if m.role == "user"), "")
         answers = [m for m in context if m.role == "tool" and m.name == WRITE]
         if not answers:
             return _call(WRITE, task, len(context))
         answer = answers[-1]
         if answer.is_error:
-            return Message.assistant(answer.content)
+            return Message.assistant(answer.text)
         last = context.last()
         if self.critic is None and not (last is not None and last.name == CRITIQUE):
-            return _call(CRITIQUE, f"Check this answer to {task!r}:\n{answer.content}", len(context))
-        feedback = await self._feedback(answer.content, context)
+            return _call(CRITIQUE, f"Check this answer to {task!r}:\n{answer.text}", len(context))
+        feedback = await self._feedback(answer.text, context)
         if not feedback or len(answers) > self.rounds:
-            return Message.assistant(answer.content)
+            return Message.assistant(answer.text)
         revise = f"A reviewer read your answer and says: {feedback}\nRevise your answer."
         reply = _call(WRITE, revise, len(context))
         return Message.assistant(f"{VERDICT} {feedback}", reply.tool_calls)
@@ -65,7 +66,7 @@ class Reflect:
     async def _feedback(self, answer: str, context: Context) -> str | None:
         if self.critic is None:  # CRITIC: the critic agent's reply, "OK" to accept
             last = context.last()
-            said = last.content.strip() if last is not None else ""
+            said = last.text.strip() if last is not None else ""
             return None if said.upper().startswith("OK") else said
         feedback = self.critic(answer, context)
         if inspect.isawaitable(feedback):
@@ -83,16 +84,23 @@ def reflection_agent(writer: Agent, critic: Critic | Agent, *, rounds: int = 2, 
 
 
 async def reflect(
-    agent: Agent, task: str, critic: Critic | Agent, *, rounds: int = 2, run_id: str | None = None
+    agent: Agent,
+    task: str,
+    critic: Critic | Agent,
+    *,
+    rounds: int = 2,
+    run_id: str | None = None,
+    deps: Any = None,
 ) -> RunResult:
     """Run ``task``; while the critic returns feedback (and rounds remain), revise with it.
 
     The critic gets the answer and returns ``None`` (accept) or feedback; an
     :class:`~tether.agent.Agent` critic checks the answer with its own tools and
     replies ``OK`` to accept. A run that does not finish (paused, failed, limit)
-    is returned as it is and resumes like any run.
+    is returned as it is and resumes like any run. ``deps`` reach the writer's
+    and the critic's tools (they run as child runs).
     """
-    return await reflection_agent(agent, critic, rounds=rounds).run(task, run_id=run_id)
+    return await reflection_agent(agent, critic, rounds=rounds).run(task, run_id=run_id, deps=deps)
 
 
 def _call(tool: str, task: str, n: int) -> Message:

@@ -9,7 +9,8 @@ the same time), the open fails instead of following it out.
 
 Every ``.git`` (the top one, nested repositories, ``.git`` files of submodules)
 may be read but not written: a path with a ``.git`` component anywhere, in any
-letter case, is refused for writes. ``.tether`` (tether's own state) is neither
+letter case, is refused for writes, and so is the host's own code when it lies
+in the workspace (:mod:`tether.toolkits._hostcode`). ``.tether`` (tether's own state) is neither
 readable nor writable. Only regular files are read or replaced: FIFOs, sockets
 and devices are refused at once (opened non-blocking, type checked on the open
 descriptor), never waited on.
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..exceptions import UserError
+from ._hostcode import host_code
 
 __all__ = ["DirEntry", "PathRefused", "Workspace"]
 
@@ -102,6 +104,12 @@ class Workspace:
             raise PathRefused(f"path {path!r} is read-only for tools")
         if write and (protected := self._protected(parts)):
             raise PathRefused(f"path {path!r} is inside {protected!r}, which is read-only for tools")
+        if write:
+            host = host_code(self.root)
+            if host.problem is not None:
+                raise PathRefused(f"writes are refused: {host.problem}")
+            if host.protects(rel):
+                raise PathRefused(f"path {path!r} is code the tether process imports or runs; read-only for tools")
         return rel
 
     def _protected(self, parts: list[str]) -> str | None:
@@ -205,6 +213,8 @@ class Workspace:
                     kind = _KINDS.get(stat.S_IFMT(st.st_mode), "other")
                     target = os.readlink(entry.name, dir_fd=fd) if kind == "link" else ""
                     entries.append(DirEntry(entry.name, kind, st.st_size, target))
+        except OSError as exc:  # an entry vanished or changed between listing and looking: say so
+            raise PathRefused(f"{path!r} changed while it was being listed ({exc.strerror}); nothing listed") from None
         finally:
             os.close(fd)
         return sorted(entries, key=lambda e: e.name)

@@ -17,8 +17,10 @@ from __future__ import annotations
 import codecs
 import os
 import re
+import stat
 
 from ..tools import Approval, Tool, tool
+from ._walk import Found, WalkFailed, retrying, walk
 from ._workspace import DirEntry, PathRefused, Workspace
 
 __all__ = [
@@ -34,6 +36,7 @@ MAX_READ_BYTES = 1 << 20
 MAX_LIST_ENTRIES = 500
 MAX_FOUND_NAMES = 40  # bounded: a deep repository must not flood the model's context
 MAX_FOUND_FOLDERS = 8
+MAX_WALKED = 500_000  # entries find_files looks at before it gives up (and says so)
 
 
 def file_tools(workspace: str | os.PathLike[str] | Workspace, *, approval: Approval = True) -> list[Tool]:
@@ -253,27 +256,33 @@ def _glob(ws: Workspace, pattern: str) -> tuple[list[str], list[str]]:
     rest = pattern.removeprefix("./")
     anchored = "/" in rest or rest != pattern  # a path from the root, not a name anywhere
     regex = _glob_regex(rest)
-    found: list[str] = []
+    top_skip = {*ws.hidden, *ws.read_only}
     skipped: list[str] = []
-    for top, dirs, files in os.walk(ws.root, followlinks=False):
-        rel_top = os.path.relpath(top, ws.root)
-        prefix = "" if rel_top == "." else rel_top + "/"
-        hidden = (*ws.hidden, *ws.read_only) if rel_top == "." else ()
-        keep = []
-        for d in sorted(dirs):
-            if d in hidden or d.casefold() == ".git":
-                continue
-            if d in NOT_SEARCHED or os.path.isfile(os.path.join(top, d, "pyvenv.cfg")):
-                skipped.append(f"{prefix}{d}/")
-            else:
-                keep.append(d)
-        dirs[:] = keep
-        for name in files:
-            rel = prefix + name
-            hit = regex.fullmatch(rel if anchored else name)
-            if hit and not os.path.islink(os.path.join(top, name)):
-                found.append(rel)
-    return sorted(found), [s for s in skipped if not s.endswith("__pycache__/")]
+
+    def skip(rel: str) -> bool:
+        name = rel.rpartition("/")[2]
+        if name.casefold() == ".git" or ("/" not in rel and name in top_skip):
+            return True
+        if name in NOT_SEARCHED or os.path.isfile(os.path.join(ws.root, rel, "pyvenv.cfg")):
+            if name != "__pycache__":
+                skipped.append(rel + "/")
+            return True
+        return False
+
+    def search() -> list[str]:
+        skipped.clear()
+        return [f.rel for f in walk(ws.root, skip=skip, max_entries=MAX_WALKED) if _regular(f)]
+
+    try:
+        found = retrying(search)
+    except WalkFailed as exc:
+        raise PathRefused(f"cannot search the workspace: {exc}; nothing was counted") from None
+    hits = (rel for rel in found if regex.fullmatch(rel if anchored else rel.rpartition("/")[2]))
+    return sorted(hits), sorted(skipped)
+
+
+def _regular(found: Found) -> bool:
+    return stat.S_ISREG(found.stat.st_mode)
 
 
 def _glob_regex(pattern: str) -> re.Pattern[str]:

@@ -35,7 +35,7 @@ def refund_desk_brain() -> FunctionPolicy:
 def _refund_desk(context: Context, tools: Sequence[Tool]) -> Move:
     notes = list(context)
     start = max(i for i, m in enumerate(notes) if m.role == "user")
-    user, done = notes[start].content, {m.name: m for m in notes[start:] if m.role == "tool"}
+    user, done = notes[start].text, {m.name: m for m in notes[start:] if m.role == "tool"}
     found = _ORDER.search(user)
     if found is None:
         return "Which order is it? Please give me the order number (like A1234)."
@@ -46,7 +46,7 @@ def _refund_desk(context: Context, tools: Sequence[Tool]) -> Move:
     if lookup.is_error:
         return f"I could not find an order {oid}. Could you check the order number?"
     if not _WANTS_REFUND.search(user):
-        return f"Order {oid} is {lookup.content.split(', ', 3)[3]}."
+        return f"Order {oid} is {lookup.text.split(', ', 3)[3]}."
     return _refund(oid, lookup, done)
 
 
@@ -54,9 +54,9 @@ def _refund(oid: str, lookup: Message, done: dict[str | None, Message]) -> Move:
     policy = done.get("check_policy")
     if policy is None:
         return Action("check_policy", {"order_id": oid}, "now check if it qualifies")
-    if policy.content.startswith("not eligible"):
-        return f"I'm sorry, {oid} is not eligible for a refund: {policy.content.removeprefix('not eligible: ')}."
-    amount = int(lookup.content.split("$", 1)[1].split(",", 1)[0])
+    if policy.text.startswith("not eligible"):
+        return f"I'm sorry, {oid} is not eligible for a refund: {policy.text.removeprefix('not eligible: ')}."
+    amount = int(lookup.text.split("$", 1)[1].split(",", 1)[0])
     refund = done.get("issue_refund")
     if refund is None:
         return Action(

@@ -280,7 +280,7 @@
     const log = document.getElementById("events");
     if (!head || !log) return;
     const kinds = ["run-started", "model-replied", "tool-started", "tool-finished", "approval-requested", "question-asked",
-      "approval-decided", "paused", "compacted", "finished", "failed", "cancelled", "limit-reached"];
+      "approval-decided", "paused", "compacted", "noted", "finished", "failed", "cancelled", "limit-reached"];
     const handlers = {};
     for (const kind of kinds) {
       handlers[kind] = (event) => {

@@ -2,7 +2,9 @@
 
 A read-only system (``/usr``, ``/etc``, the ``/bin`` and ``/lib`` links), a
 private ``/proc``, ``/dev`` and ``/tmp``, and the workspace read-write except
-every ``.git`` in it (read-only, nested repositories included) and ``.tether``
+every ``.git`` in it (read-only, nested repositories included, the folders that
+hold one pinned in place), the host's own
+code in it (read-only, see :mod:`tether.toolkits._hostcode`) and ``.tether``
 (hidden). Everything else on the host is simply absent. What the command may
 read of the system is decided by its host uid (see :mod:`.identity`).
 
@@ -18,6 +20,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .._hostcode import HostCode
 from .identity import Sources
 
 __all__ = [
@@ -36,6 +39,7 @@ SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 HIDDEN_ENTRIES = (".tether",)  # inside the workspace: replaced by an empty directory
 SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # bwrap itself covers /proc/irq, /proc/bus and /proc/sysrq-trigger, but not /proc/sys.
+_NO_HOST_CODE = HostCode()
 _PROC_READ_ONLY = ("sys", "sysrq-trigger", "fs", "scsi", "acpi", "mtrr", "pressure")
 
 
@@ -61,11 +65,13 @@ def bwrap_argv(
     git_entries: Sequence[str],
     tmp_size: int,
     seccomp_fd: int | None,
+    host: HostCode = _NO_HOST_CODE,
 ) -> list[str]:
     """The bwrap command line (ending in ``--``) for one command in ``workspace``.
 
     ``sources`` says where bubblewrap finds the workspace and the read-only paths;
-    ``git_entries`` are the workspace's ``.git`` directories and files, relative.
+    ``git_entries`` are the workspace's ``.git`` directories and files, relative;
+    ``host`` the host's own code in the workspace (read-only, and pinned in place).
     """
     ws = workspace
     argv = [bwrap.path, "--unshare-all"]
@@ -95,6 +101,12 @@ def bwrap_argv(
     argv += ["--tmpfs", "/tmp"]
     argv += _read_only_binds(read_only_paths, dict(sources.read_only))  # after /tmp: they may live there
     argv += ["--bind", sources.workspace, ws]
+    # A mount point cannot be renamed or removed: the folders on the way to host code and to
+    # every .git stay put, so neither can be moved aside (or out of the next walk's reach).
+    for rel in _pins(host.pinned, git_entries):
+        argv += ["--bind", os.path.join(sources.workspace, rel), os.path.join(ws, rel)]
+    for rel in host.read_only:
+        argv += ["--ro-bind", os.path.join(sources.workspace, rel), os.path.join(ws, rel)]
     for rel in git_entries:
         argv += ["--ro-bind", os.path.join(sources.workspace, rel), os.path.join(ws, rel)]
     for name in HIDDEN_ENTRIES:
@@ -108,6 +120,19 @@ def bwrap_argv(
     for key, value in scrubbed_env(ws).items():
         argv += ["--setenv", key, value]
     return [*argv, "--"]
+
+
+def _pins(pinned: Sequence[str], git_entries: Sequence[str]) -> list[str]:
+    """Folders to bind onto themselves, parents first: the given ones and those holding a ``.git``.
+
+    >>> _pins(["envs"], ["a/b/.git", "a/.git", ".git"])
+    ['a', 'envs', 'a/b']
+    """
+    found = set(pinned)
+    for rel in git_entries:
+        parts = rel.split("/")[:-1]
+        found.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+    return sorted(found, key=lambda rel: (rel.count("/"), rel))
 
 
 def scrubbed_env(workspace: str) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The :class:`Sandbox` value and its ``run``: where and how one command runs.
 
 ``run`` puts the parts together: a working bubblewrap (:mod:`.probe`), the
-workspace's size and ``.git`` entries (:mod:`.usage`), who the command is on the
+workspace's size and ``.git`` entries (:mod:`.usage`), the host's own code in
+it (:mod:`tether.toolkits._hostcode`), who the command is on the
 host (:mod:`.identity`), the bwrap command line (:mod:`.mounts`) and seccomp
 filter (:mod:`.seccomp`), the command's cgroups (:mod:`.cgroups`) and limits
 launcher (:mod:`.limits`), then watches the process to its end (:mod:`.process`).
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...exceptions import SandboxUnavailable, UserError
+from .._hostcode import HostCode, host_code
 from .cgroups import Cgroup
 from .identity import Sources, sources
 from .limits import HELPER_PATH, SandboxLimits, launcher_argv
@@ -77,7 +79,14 @@ class Sandbox:
     def check(self) -> None:
         """Raise SandboxUnavailable unless commands can run here (isolated, or unsafe by choice)."""
         if not self.unsafe_no_sandbox:
-            self._sources(pdeathsig=False)
+            self._host_code(self._sources(pdeathsig=False)[0])
+
+    def _host_code(self, probe: Bwrap) -> HostCode:
+        """The host's code in the workspace; SandboxUnavailable when it cannot be kept read-only."""
+        host = host_code(self.workspace, extra=(probe.path,))
+        if host.problem is not None:
+            raise SandboxUnavailable(host.problem)
+        return host
 
     def _sources(self, *, pdeathsig: bool) -> tuple[Bwrap, Sources]:
         """A working bubblewrap and where it finds what it mounts (blocking: the first call probes)."""
@@ -100,7 +109,7 @@ class Sandbox:
         if not argv:
             raise UserError("Sandbox.run needs a non-empty argv")
         limits = limits or self.limits
-        usage = await asyncio.to_thread(scan, self.workspace)
+        usage = await asyncio.to_thread(scan, self.workspace, limits.disk_inodes)
         watch = DiskWatch(self.workspace, limits, usage)
         if reason := over_budget(usage, limits) or watch.low_space():
             sandboxed = not self.unsafe_no_sandbox
@@ -141,6 +150,7 @@ class Sandbox:
         if self.unsafe_no_sandbox:
             return [], None
         probe, staged = await asyncio.to_thread(self._sources, pdeathsig=not watchdog)
+        host = self._host_code(probe)
         seccomp = seccomp_fd(probe.options)
         argv = bwrap_argv(
             probe,
@@ -151,5 +161,6 @@ class Sandbox:
             git_entries=usage.git_entries,
             tmp_size=self.limits.tmp_size,
             seccomp_fd=seccomp,
+            host=host,
         )
         return [*staged.prefix, *argv], seccomp

@@ -2,7 +2,9 @@
 
 One walk of the workspace before each command finds every ``.git`` (so each is
 mounted read-only, nested repositories included) and counts its bytes and
-inodes against ``SandboxLimits.disk_bytes`` / ``disk_inodes``. No single file
+inodes against ``SandboxLimits.disk_bytes`` / ``disk_inodes``. The walk goes by
+directory descriptor and fails closed (:mod:`tether.toolkits._walk`): when it
+cannot look at the whole workspace, no command starts, and one running is stopped. No single file
 may grow past the room left (``RLIMIT_FSIZE``). While the command runs,
 :class:`DiskWatch` polls the filesystem's free space (cheap); only when that
 says the budget may be gone does it walk again, to be sure before stopping
@@ -19,18 +21,32 @@ import os
 import stat
 from dataclasses import dataclass
 
+from .._walk import WalkFailed, retrying, shorten, walk
 from .limits import MiB, SandboxLimits
 
-__all__ = ["DISK_RESERVE", "INODE_RESERVE", "DiskWatch", "Usage", "fmt_bytes", "over_budget", "scan"]
+__all__ = [
+    "DISK_RESERVE",
+    "INODE_RESERVE",
+    "MAX_MOUNTED_PATH",
+    "DiskWatch",
+    "Usage",
+    "fmt_bytes",
+    "over_budget",
+    "scan",
+]
 
 DISK_RESERVE = 64 * MiB  # free space a command may never take from the filesystem
 INODE_RESERVE = 4096
+MAX_MOUNTED_PATH = 3072  # bytes of a .git's relative path; the workspace's own path must fit in the rest
 _HIDDEN = ".tether"  # not the agent's: not counted, and hidden from the sandbox
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
     """The workspace's size (``.tether`` left out) and its ``.git`` entries, relative paths.
+
+    ``problem`` says why the walk could not finish (then the rest is incomplete
+    and no command may start on it).
 
     >>> Usage(4096, 1).git_entries
     ()
@@ -39,37 +55,50 @@ class Usage:
     bytes: int
     inodes: int
     git_entries: tuple[str, ...] = ()
+    problem: str | None = None
 
 
-def scan(workspace: str) -> Usage:
-    """Walk ``workspace`` (symlinks not followed): its bytes, inodes and every ``.git`` in it."""
+def scan(workspace: str, max_inodes: int | None = None) -> Usage:
+    """Walk ``workspace`` (by descriptor, no links followed): its bytes, inodes and every ``.git``.
+
+    A walk that cannot look at everything (see :mod:`tether.toolkits._walk`) is
+    tried again a few times, then reported in ``Usage.problem``; so is a
+    workspace of more than ``max_inodes`` entries (the walk stops there).
+    """
+    try:
+        return retrying(lambda: _scan(workspace, max_inodes))
+    except WalkFailed as exc:
+        return Usage(0, 0, problem=f"cannot look at the whole workspace: {exc}")
+    except _TooMany:
+        return Usage(
+            0, (max_inodes or 0) + 1, problem=f"inode budget: the workspace holds more than {max_inodes} files"
+        )
+
+
+class _TooMany(Exception):
+    pass
+
+
+def _scan(workspace: str, max_inodes: int | None) -> Usage:
     size, inodes, gits = 0, 0, []
-    stack = [("", False)]
-    while stack:
-        rel, in_git = stack.pop()
-        try:
-            entries = list(os.scandir(os.path.join(workspace, rel)))
-        except OSError:  # gone or unreadable meanwhile
-            continue
-        for entry in entries:
-            if not rel and entry.name == _HIDDEN:
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            size, inodes = size + st.st_blocks * 512, inodes + 1
-            child = os.path.join(rel, entry.name)
-            is_dir = stat.S_ISDIR(st.st_mode)
-            if entry.name == ".git" and not in_git and (is_dir or stat.S_ISREG(st.st_mode)):
-                gits.append(child)
-            if is_dir:
-                stack.append((child, in_git or entry.name == ".git"))
+    for found in walk(workspace, skip=_HIDDEN.__eq__):
+        st = found.stat
+        size, inodes = size + st.st_blocks * 512, inodes + 1
+        if max_inodes is not None and inodes > max_inodes:
+            raise _TooMany
+        is_dir = stat.S_ISDIR(st.st_mode)
+        # Only the outermost .git of a path: what lies inside one is mounted with it.
+        if found.name == ".git" and (is_dir or stat.S_ISREG(st.st_mode)) and "/.git/" not in f"/{found.rel}":
+            if len(found.rel.encode()) > MAX_MOUNTED_PATH:  # bubblewrap could not name it to mount it
+                raise WalkFailed(f"{shorten(found.rel)!r} is too deep to be mounted read-only")
+            gits.append(found.rel)
     return Usage(size, inodes, tuple(sorted(gits)))
 
 
 def over_budget(usage: Usage, limits: SandboxLimits) -> str | None:
-    """Why ``usage`` is over the limits' disk budget, or None."""
+    """Why ``usage`` is over the limits' disk budget (or could not be measured), or None."""
+    if usage.problem is not None:
+        return usage.problem
     if usage.bytes > limits.disk_bytes:
         return f"disk budget: the workspace holds {fmt_bytes(usage.bytes)}, more than {fmt_bytes(limits.disk_bytes)}"
     if usage.inodes > limits.disk_inodes:
@@ -134,7 +163,7 @@ class DiskWatch:
         """Why the command must be stopped, or None; walks the workspace (slow: call from a thread)."""
         if reason := self.low_space():
             return reason
-        start, now = os.statvfs(self.workspace), scan(self.workspace)
+        start, now = os.statvfs(self.workspace), scan(self.workspace, self.limits.disk_inodes)
         if reason := over_budget(now, self.limits):
             return reason
         self.before, self.start = now, start  # someone else wrote to the filesystem: re-base
