@@ -69,7 +69,9 @@ def test_the_prompt_and_nudges_name_the_output_tool() -> None:
     text = json.dumps(body["messages"])
     assert "final_answer" not in text
     system = body["messages"][0]["content"]
-    assert '{"name": "final_result", "arguments": <your answer, as JSON: final_result(tickets: list[Ticket])>}' in system
+    assert (
+        '{"name": "final_result", "arguments": <your answer, as JSON: final_result(tickets: list[Ticket])>}' in system
+    )
     assert "- add(" in system and "- final_result(" not in system  # listed as the answer, not as a tool
     assert "give the answer with final_result" in body["messages"][-1]["content"]
     assert body["messages"][-1]["content"].endswith("Now answer the user with final_result.")

@@ -157,7 +157,9 @@ async def test_rewriting_a_set_id_file_drops_the_set_id_bits(tools: dict[str, To
 async def test_find_files_does_not_search_nested_git(tools: dict[str, Tool], vendored: Path) -> None:
     (vendored / "lib.py").write_text("x = 1\n")
     (vendored / ".git" / "hooks" / "hook.py").write_text("")
-    assert await call(tools["find_files"], pattern="**/*.py") == "1 file match '**/*.py': 1 in vendored/. vendored/lib.py"
+    assert (
+        await call(tools["find_files"], pattern="**/*.py") == "1 file match '**/*.py': 1 in vendored/. vendored/lib.py"
+    )
 
 
 async def test_what_a_root_tether_writes_belongs_to_the_workspace_owner(workspace: Path) -> None:

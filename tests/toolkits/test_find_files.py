@@ -94,7 +94,9 @@ def test_a_deep_repository_is_counted_per_top_level_folder_within_bounds(tmp_pat
         "146 files match '*.py': 80 in src/, 50 in tests/, 4 in bench/, 2 at the top level, "
         "1 in pkg0/, 1 in pkg1/, 1 in pkg2/, 1 in pkg3/, 6 in 6 other folders"
     )
-    assert rest.split(" [...")[0].count(", ") == 39 and rest.endswith("[... 106 more] (not searched: .venv/, node_modules/)")
+    assert rest.split(" [...")[0].count(", ") == 39 and rest.endswith(
+        "[... 106 more] (not searched: .venv/, node_modules/)"
+    )
     assert len(out) < 2000  # the model's context is not flooded
 
 
