@@ -60,10 +60,12 @@ def test_server_everythings_results_image_and_coercion(everything: McpServer) ->
             Action("every__get-structured-content", {"location": "Chicago"}),
         ]
         result = Agent(ScriptedModel([*replies, "done"]), client.tools_sync()).run_sync("go")
-    image, total, weather = (m.content for m in result.context if m.role == "tool")
+    image, total, weather = (m.text for m in result.context if m.role == "tool")
     assert json.loads(weather) == results[2].structured
     assert image.splitlines()[1].startswith("[image image/png, ") and image.splitlines()[1].endswith(" bytes]")
     assert results[0].blobs[0].data.startswith(b"\x89PNG")
+    shown = next(m for m in result.context if m.role == "tool").parts  # the picture reaches the model
+    assert [p.media_type for p in shown] == ["image/png"] and shown[0].data == results[0].blobs[0].data
     assert total == "The sum of 2 and 3 is 5."
     assert set(results[2].structured) == {"temperature", "conditions", "humidity"}
 

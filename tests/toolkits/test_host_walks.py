@@ -187,10 +187,9 @@ async def test_a_directory_swapped_for_a_link_while_the_host_walks_is_never_foll
     for line in seen:  # each walk saw only the workspace, or said it could not look at all of it
         found = re.fullmatch(r"(\d+) files? match '\*\*/\*\.py'(: .*)?", line)
         if found is not None:  # a directory renamed while its parent is listed may be missed
+            names = re.sub(r" \[\.\.\. \d+ more\]$", "", (found[2] or "").rpartition(". ")[2])
             assert int(found[1]) <= 16 and all(
-                re.fullmatch(r"d\d+(\.x)?/inner/ws-file\.py", name)
-                for name in (found[2] or ": ")[2:].split(", ")
-                if name
+                re.fullmatch(r"d\d+(\.x)?/inner/ws-file\.py", name) for name in names.split(", ") if name
             ), line
         else:
             assert line == "complete: ('.git',)" or line.startswith(
@@ -234,7 +233,10 @@ async def test_link_loops_are_listed_and_counted_never_followed(workspace: Path)
     usage = scan(str(workspace))
     assert usage.problem is None and usage.git_entries == (".git",)
     assert usage.inodes == len([p for p in workspace.rglob("*") if ".tether" not in p.parts])  # rglob follows none
-    assert await call(find_files_tool(str(workspace)), pattern="**/*") == "1 file match '**/*': hello.txt"
+    assert (
+        await call(find_files_tool(str(workspace)), pattern="**/*")
+        == "1 file match '**/*': at the top level. hello.txt"
+    )
     listing = await call(list_dir_tool(str(workspace)))
     assert "loop -> ." in listing and "root -> /" in listing
     result = await Sandbox(str(workspace)).run(["true"])
