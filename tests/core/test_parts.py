@@ -112,24 +112,27 @@ def test_the_local_model_refuses_an_image_before_anything_loads() -> None:
         agent.run_sync(Message.user("what is this?", Image(PNG, "image/png")))
 
 
-def test_a_constrained_brain_refuses_a_tool_image_without_making_a_request() -> None:
-    sent: list[httpx.Request] = []
+def test_a_constrained_brain_reads_a_tool_image_as_its_description() -> None:
+    sent: list[dict[str, object]] = []
 
     def server(request: httpx.Request) -> httpx.Response:
-        sent.append(request)
-        return httpx.Response(500)
+        sent.append(json.loads(request.content))
+        reply = {"choices": [{"message": {"content": '{"name": "final_answer", "arguments": {"text": "a chart"}}'}}]}
+        return httpx.Response(200, json=reply)
 
     @tool(effect="none")
     def snap() -> Image:
         """A screenshot."""
         return Image(PNG, "image/png")
 
-    brain = ConstrainedOpenAI("m", base_url="http://127.0.0.1:9/v1", transport=httpx.MockTransport(server))
+    transport = httpx.MockTransport(server)
+    brain = ConstrainedOpenAI("m", base_url="http://127.0.0.1:9/v1", transport=transport, decide_first=False)
     ctx = Context([Message.user("go"), Message.assistant("", [ToolCall.of("snap", id="c1")])])
     ctx = ctx.add(Message.tool_result("c1", (Image(PNG, "image/png"),), name="snap"))
-    with pytest.raises(UserError, match="note 2 \\(tool\\) holds Image"):
-        asyncio.run(brain.decide(ctx, [snap]))
-    assert sent == []
+    reply = asyncio.run(brain.decide(ctx, [snap]))
+    assert reply.text == "a chart"
+    prompt = json.dumps(sent[-1])
+    assert "[image image/png, 72 bytes]" in prompt and base64.b64encode(PNG).decode() not in prompt
 
 
 def test_the_base64_of_a_part_is_its_bytes() -> None:

@@ -22,9 +22,11 @@ ANTHROPIC_DOCUMENTS = frozenset(("application/pdf", "text/plain"))
 
 
 def refuse_parts(context: Iterable[Message], brain: str) -> None:
-    """Raise :class:`UserError` naming the first image or file, for a brain that reads text only."""
+    """Raise :class:`UserError` naming the first image or file a person or the model put in the
+    notebook, for a brain that reads text only. A tool's images and files are read as their
+    description (``[image image/png, 1234 bytes]``): what a tool returns is not the user's to fix."""
     for i, m in enumerate(context):
-        if m.parts:
+        if m.role != "tool" and m.parts:
             raise UserError(
                 f"{brain} reads text only, but note {i} ({m.role}) holds {m.parts[0]!r}: use a brain that "
                 "reads images and files (OpenAICompatible with a vision model, Anthropic), or send text"

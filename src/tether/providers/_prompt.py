@@ -367,7 +367,7 @@ def request(
     Without tools there is nothing to choose: a plain chat request. Images and
     files are refused before any request: the protocol is text only.
     """
-    refuse_parts(context, "this brain (constrained decoding)")
+    refuse_parts(context, "this brain (constrained decoding: LocalModel, ConstrainedOpenAI)")
     if not tools:
         return {"messages": [m.to_openai() for m in context]}
     schema = choice_schema(tools, final_only=final_only, calls_only=calls_only, max_calls=max_calls)
@@ -395,7 +395,7 @@ def decision_request(context: Context, tools: Sequence[Tool]) -> dict[str, Any]:
     answering is a question the model is asked on its own, instead of the
     first character of a reply.
     """
-    refuse_parts(context, "this brain (constrained decoding)")
+    refuse_parts(context, "this brain (constrained decoding: LocalModel, ConstrainedOpenAI)")
     final = output_tool(tools)  # answering with it is "none": no tool fits, answer
     schema = {
         "type": "object",

@@ -223,7 +223,7 @@ def turn(
     (:func:`~tether.providers._prompt.output_tool`); with no other tool there is
     nothing to decide. The returned Message carries the usage of every request.
     """
-    refuse_parts(context, "this brain (constrained decoding)")
+    refuse_parts(context, "this brain (constrained decoding: LocalModel, ConstrainedOpenAI)")
     left = max_tool_calls - calls_this_task(context)
     final_only = bool(tools) and left <= 0
     calls_only, only = False, None
