@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from .parts import MAX_PARTS, Part, check_parts, content_of, describe, part_from_dict
+from .strictjson import check_keys
 
 __all__ = ["Message", "ROLES", "Reasoning", "Role", "ToolCall", "Usage", "check_keys", "new_call_id"]
 
@@ -286,15 +287,6 @@ _USAGE_KEYS = frozenset(f.name for f in fields(Usage))
 _REASONING_KEYS = frozenset(f.name for f in fields(Reasoning))
 _CALL_KEYS = frozenset(f.name for f in fields(ToolCall))
 _MESSAGE_KEYS = frozenset(f.name for f in fields(Message))
-
-
-def check_keys(data: Any, allowed: frozenset[str], what: str) -> None:
-    """Refuse objects with fields we do not know: persisted data is read strictly."""
-    if not isinstance(data, dict):
-        raise ValueError(f"a {what} must be a JSON object, got {type(data).__name__}")
-    unknown = set(data) - allowed
-    if unknown:
-        raise ValueError(f"unknown {what} field(s): {sorted(unknown)}")
 
 
 def _str(data: dict[str, Any], key: str, default: str | None = None) -> str:

@@ -28,6 +28,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .strictjson import check_keys
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -228,8 +230,7 @@ def part_from_dict(data: Any) -> Part:
     allowed = _KEYS.get(kind) if isinstance(kind, str) else None
     if allowed is None:
         raise ValueError(f"unknown part type {kind!r}")
-    if unknown := set(data) - allowed:
-        raise ValueError(f"unknown {kind} part field(s): {sorted(unknown)}")
+    check_keys(data, allowed, f"{kind} part")
     if kind == "text":
         return Text(data.get("text"))  # type: ignore[arg-type]  # checked in __post_init__
     raw, url, media = data.get("data"), data.get("url"), data.get("media_type", "")

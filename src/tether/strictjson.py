@@ -24,6 +24,7 @@ from typing import Any, get_args
 __all__ = [
     "args_hash",
     "canonical_json",
+    "check_keys",
     "depth_ok",
     "expiry",
     "literal",
@@ -141,3 +142,12 @@ def typed(data: dict[str, Any], key: str, kind: type) -> Any:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise TypeError(f"field {key!r} must be {kind.__name__}, got {type(value).__name__}")
     return value
+
+
+def check_keys(data: Any, allowed: frozenset[str], what: str) -> None:
+    """Refuse objects with fields we do not know: persisted data is read strictly."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a {what} must be a JSON object, got {type(data).__name__}")
+    unknown = set(data) - allowed
+    if unknown:
+        raise ValueError(f"unknown {what} field(s): {sorted(unknown)}")
