@@ -1,7 +1,7 @@
 """ReAct, Plan-and-Execute and Reflection on the shipped task set, with the local model.
 
     python bench/bench_patterns.py [--model qwen2.5-coder-0.5b] [--pattern react|plan|reflect] [--tag T]
-                                   [--out DIR]
+                                   [--part K/N] [--out DIR]
 
 Every pattern gets the same cases, the same bodies (tools and instructions,
 :func:`tether.evals.datasets.make_agent`), the same scripted humans and the
@@ -16,7 +16,10 @@ same model:
 
 Tool calls are graded on the calls the child runs made. Each report is saved
 as ``DIR/<pattern>-<model>.json``; the table printed is what docs/patterns.md
-shows. (Runs one trial at a time: the machine has 2 shared cores.)
+shows. (Runs one trial at a time: the machine has 2 shared cores.) ``--part 0/2`` runs every
+other case (the 1st, 3rd, ...; every tag is in each part), ``--part 1/2`` the rest, into the
+same store under the same name: run once more without ``--part`` for the report of both
+(graded trials are read back from the store, not run again).
 """
 
 from __future__ import annotations
@@ -64,12 +67,15 @@ async def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--pattern", action="append", choices=["react", "plan", "reflect"])
     parser.add_argument("--tag", action="append", default=[])
+    parser.add_argument("--part", default="0/1", help="K/N: only the cases whose position is K modulo N")
     parser.add_argument("--out", default="bench/out")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model = LocalModel(args.model)
     dataset = load("tether-tasks").select(tags=args.tag)
+    k, n = (int(x) for x in args.part.split("/"))
+    dataset = dataset.select(ids=[c.id for i, c in enumerate(dataset.cases) if i % n == k])
     made = factories(model)
     for name in args.pattern or ["react", "plan", "reflect"]:
         started = time.monotonic()

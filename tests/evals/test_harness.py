@@ -141,6 +141,51 @@ async def test_the_model_reads_a_denial_with_its_message() -> None:
     assert seen == ["a human denied this call: too late"]
 
 
+def _delegating(s: Setup) -> Agent:
+    """A desk that hands the task to a mailer child run, which sends two emails (each approved)."""
+    mailer = Agent(
+        ScriptedModel([Action("send_email", {"to": "a@x.y", "body": "1"}), Action("send_email", {"to": "b@x.y", "body": "2"}), "Both sent."]),
+        TOOLS,
+        name="mailer",
+    )  # fmt: skip
+    desk = ScriptedModel([Action("mailer", {"task": "send both"}), "The mailer sent both."])
+    return Agent(desk, [mailer.as_tool("mailer", "Sends emails.")], store=s.store, name="desk")
+
+
+async def test_the_scripted_human_answers_approvals_asked_inside_a_child_run() -> None:
+    sent.clear()
+    case = Case(
+        "nested", "send both", status="finished", human=("approve", "approve"), expected="sent both", match="contains"
+    )
+    (result,) = (await asyncio.wait_for(evaluate([case], _delegating), 30)).results
+    assert result.passed and result.status == "finished", result
+    assert sent == ["a@x.y", "b@x.y"]
+    assert result.tool_calls == 2  # the child run's calls, graded as the desk's
+
+
+async def test_a_child_run_left_waiting_by_the_script_is_graded_paused_and_never_resumed_forever() -> None:
+    sent.clear()
+    case = Case("half", "send both", status="paused", human=("approve",))
+    (result,) = (await asyncio.wait_for(evaluate([case], _delegating), 30)).results
+    assert result.passed and result.status == "paused", result
+    assert sent == ["a@x.y"]
+
+
+async def test_an_agent_that_never_takes_up_a_decision_ends_the_loop() -> None:
+    sent.clear()
+    class Stubborn:  # resumes nothing: the run stays paused whatever is decided
+        def __init__(self, s: Setup) -> None:
+            self.agent, self.store = _delegating(s), s.store
+
+        async def run(self, task: str | None = None, **kw):  # type: ignore[no-untyped-def]
+            return await self.agent.run(task, **kw) if task is not None else None
+
+    case = Case("stuck", "send both", status="finished", human=("approve", "approve", "approve"))
+    (result,) = (await asyncio.wait_for(evaluate([case], Stubborn), 30)).results  # type: ignore[arg-type]
+    assert not result.passed and result.status == "paused"
+    assert sent == []
+
+
 async def test_approvals_work_with_a_signing_key() -> None:
     key = b"k" * 32
     case = Case(

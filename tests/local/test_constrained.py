@@ -19,7 +19,7 @@ from providers.fakeserver import turn as reply
 from support import add
 from tether import Agent, Context, Message, ToolCall, Usage, UserError, tool
 from tether.exceptions import ModelRequestsBlocked, ProviderError
-from tether.providers._prompt import DECIDE
+from tether.providers._prompt import DECIDE, DECIDE_AGAIN, DECIDE_NEXT, decision_request
 from tether.providers.constrained import (
     DENIED_NUDGE,
     ERROR_NUDGE,
@@ -42,6 +42,7 @@ from tether.providers.constrained import (
     tool_line,
     turn,
 )
+from tether.providers.local import LocalModel
 
 
 @tool(effect="none")
@@ -409,6 +410,40 @@ async def test_deciding_first_that_a_tool_fits_allows_only_calls() -> None:
     message, sent = await _run_turn(ctx, [add, shout], ['{"tool": "add"}', both], decide_first=True)
     assert len(message.tool_calls) == 2
     assert _names(sent[1]) == ["add", "shout"]
+
+
+async def test_once_tools_answered_the_decision_asks_what_is_left_naming_the_task_and_the_calls() -> None:
+    ctx = _conversation()
+    message, sent = await _run_turn(ctx, [add, shout], ['{"tool": "none"}', final("5")], decide_first=True)
+    asked = sent[0]["messages"][-1]["content"]
+    assert asked.endswith(DECIDE_NEXT.format(task="2+3?", done="add")) and DECIDE not in asked
+    assert message == Message.assistant("5") and _names(sent[1]) == ["final_answer"]
+
+
+async def test_without_what_is_left_the_first_question_is_asked_again_as_the_0_5b_needs() -> None:
+    _, sent = await _run_turn(
+        _conversation(), [add], ['{"tool": "none"}', final("5")], decide_first=True, what_is_left=False
+    )
+    assert sent[0]["messages"][-1]["content"].endswith(DECIDE_AGAIN)
+    assert LocalModel("qwen2.5-coder-0.5b").what_is_left is False and LocalModel().what_is_left is True
+
+
+async def test_the_next_step_is_a_call_when_the_model_names_a_tool_for_what_is_left() -> None:
+    ctx = _conversation()
+    message, sent = await _run_turn(
+        ctx, [add, shout], ['{"tool": "shout"}', calls(("shout", {"text": "five"}))], decide_first=True
+    )
+    assert [c.name for c in message.tool_calls] == ["shout"]
+    assert _names(sent[1]) == ["add", "shout"]  # calls only
+
+
+def test_the_next_step_question_quotes_a_long_task_cut_and_on_one_line() -> None:
+    long_task = "word\n" * 400
+    ctx = Context([Message.user(long_task), Message.assistant("", [ToolCall.of("add", {"a": 1, "b": 1}, id="c1")]),
+                   Message.tool_result("c1", "2", name="add")])  # fmt: skip
+    asked = decision_request(ctx, [add])["messages"][-1]["content"]
+    quoted = asked.split('The user asked: "', 1)[1].split('" Done so far:', 1)[0]
+    assert "\n" not in quoted and quoted.endswith("...") and len(quoted) == 603
 
 
 async def test_no_decision_is_asked_once_only_the_answer_is_allowed() -> None:

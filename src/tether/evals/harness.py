@@ -34,11 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..agent import Agent
-from ..events import ApprovalDecided
+from ..events import ApprovalDecided, ToolStarted
 from ..exceptions import UserError
-from ..journal import state_of
 from ..state import RunState
-from ..store import record_decisions
+from ..store import load_tree, record_decisions
 from ..toolkits._walk import remove_tree
 from . import _records
 from ._pool import Runner, run_bounded
@@ -275,27 +274,48 @@ def _lay_out(workdir: Path, files: dict[str, str] | Any) -> None:
 
 
 async def _answer_humans(agent: Agent, setup: Setup) -> None:
-    """While the run waits for people, answer with the case's scripted verdicts, in order."""
+    """While the run waits for people, answer with the case's scripted verdicts, in order.
+
+    What waits may be anywhere in the run tree (a pattern's child run asking
+    for approval): items are addressed from the root, and verdicts already
+    used are counted over every run of the tree. A round that records no new
+    decision ends the loop, so a run that pauses again without taking one is
+    graded as it stands instead of being resumed forever.
+    """
     store, run_id = setup.store, setup.run_id
     key = getattr(agent, "signing_key", None)
+    last = -1
     while True:
-        events = await store.load(run_id)
         info = await store.get(run_id)
         if info is None or info.status not in ("paused", "needs-decision"):
             return
-        used = sum(isinstance(ev, ApprovalDecided) for ev in events)
+        used = await _decisions_in_tree(store, run_id)
+        if used <= last:
+            return  # the last round's decisions were not taken up: stop asking
+        last = used
         verdicts = [parse_verdict(v, setup.case.id) for v in setup.case.human[used:]]
-        state = state_of(events)
-        waiting = [p for p in state.pending if p.status in ("awaiting-approval", "started")]
-        if len(verdicts) < len(waiting):
+        state = await load_tree(store, run_id)
+        waiting = [p for p in state.items() if p.status in ("awaiting-approval", "started")]
+        if not waiting or len(verdicts) < len(waiting):
             return  # the script has no more answers: the run stays paused, and the graders see it
         await record_decisions(store, run_id, functools.partial(_decide, waiting=waiting, verdicts=verdicts, key=key))
         await agent.run(run_id=run_id)
 
 
+async def _decisions_in_tree(store: RunStore, run_id: str) -> int:
+    """How many decisions the journals of ``run_id`` and of every child run under it hold."""
+    events = await store.load(run_id)
+    count = sum(isinstance(ev, ApprovalDecided) for ev in events)
+    for call_id in dict.fromkeys(ev.call.id for ev in events if isinstance(ev, ToolStarted)):
+        child = f"{run_id}/{call_id}"
+        if await store.get(child) is not None:
+            count += await _decisions_in_tree(store, child)
+    return count
+
+
 def _decide(state: RunState, *, waiting: list[Any], verdicts: list[Any], key: bytes | None) -> RunState:
     for pending, (verdict, message) in zip(waiting, verdicts, strict=False):
-        cid = pending.call.id
+        cid = pending.id  # from the root: the delegating calls, then the call
         if verdict == "approve":
             state = state.approve(cid, by="eval", key=key)
         elif verdict == "deny":

@@ -383,17 +383,31 @@ def request(
 
 NO_TOOL = "none"
 DECIDE = (
+    'Which tool would you use first for what the user asks? Reply {"tool": <its name>}, or {"tool": "none"} '
+    "when no tool helps with it (then you answer yourself)."
+)
+# The question the 0.5B is asked again once tools have answered: asked what is left
+# (DECIDE_NEXT) it names a tool again after every result and never stops.
+DECIDE_AGAIN = (
     'Which tool does what the user asks? Reply {"tool": <its name>}, or {"tool": "none"} when no '
     "tool does it (then you answer yourself) or the results above already answer it."
 )
+# Once tools have answered, the question is what is left: asked "which tool does it?"
+# again, both models answered "none" after the first step of a task of several steps
+# (the weather looked up, the email to send with it never sent).
+DECIDE_NEXT = (
+    'The user asked: "{task}" Done so far: {done}. Does a part of it still need a tool? Reply '
+    '{{"tool": <the tool for that part>}}, or {{"tool": "none"}} when nothing is left to do.'
+)
 
 
-def decision_request(context: Context, tools: Sequence[Tool]) -> dict[str, Any]:
+def decision_request(context: Context, tools: Sequence[Tool], *, what_is_left: bool = True) -> dict[str, Any]:
     """A short constrained request before the reply: the name of the tool that fits, or ``"none"``.
 
     The answer is one enum value, so the choice between using a tool and
     answering is a question the model is asked on its own, instead of the
-    first character of a reply.
+    first character of a reply. Once tools have answered, the question is what
+    is left of the task (``what_is_left``), or the first question again.
     """
     refuse_parts(context, "this brain (constrained decoding: LocalModel, ConstrainedOpenAI)")
     final = output_tool(tools)  # answering with it is "none": no tool fits, answer
@@ -404,14 +418,39 @@ def decision_request(context: Context, tools: Sequence[Tool]) -> dict[str, Any]:
         "additionalProperties": False,
     }
     messages = render(context, tools)
-    _append_user(messages, DECIDE)
+    again = _next_question(context) if what_is_left else DECIDE_AGAIN
+    _append_user(messages, again if _results_since_user(context) else DECIDE)
     return {
         "messages": messages,
         "response_format": {"type": "json_schema", "json_schema": {"name": "decision", "schema": schema}},
     }
 
 
-VERIFY = 'Can this tool give what the question asks for? {tool} Reply {{"answer": "yes"}} or {{"answer": "no"}}.'
+VERIFY = (
+    'Does this tool do what the user asks, or a step of it? {tool} Reply {{"answer": "yes"}} or {{"answer": "no"}}.'
+)
+
+
+def _next_question(context: Context) -> str:
+    """DECIDE_NEXT with the task's words (its first 600 characters) and the tools called since."""
+    task = next((m.text for m in reversed(context.messages) if m.role == "user"), "")
+    task = " ".join(task.split())
+    task = task if len(task) <= 600 else task[:600] + "..."
+    done: list[str] = []
+    for m in reversed(context.messages):
+        if m.role == "user":
+            break
+        done[:0] = [c.name for c in m.tool_calls]
+    return DECIDE_NEXT.format(task=task, done=", ".join(done) or "nothing")
+
+
+def _results_since_user(context: Context) -> bool:
+    for m in reversed(context.messages):
+        if m.role == "user":
+            return False
+        if m.role == "tool":
+            return True
+    return False
 
 
 def verify_request(context: Context, tools: Sequence[Tool], chosen: Tool) -> dict[str, Any]:

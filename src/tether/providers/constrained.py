@@ -207,6 +207,7 @@ def turn(
     decide_first: bool = False,
     verify: bool = False,
     narrow: bool = False,
+    what_is_left: bool = True,
 ) -> Turn:
     """One decision under the protocol: yields request bodies, receives Completions.
 
@@ -219,7 +220,9 @@ def turn(
     ``narrow``, only calls of that tool: the 0.5B otherwise pads its list with
     calls nobody asked for; with ``verify``, a second short request asks
     whether the named tool really gives what the question asks, and a "no"
-    allows only the answer). With an output type the answer is its tool's call
+    allows only the answer; once tools have answered, the decision asks what is
+    left of the task, or with ``what_is_left=False`` the first question again).
+    With an output type the answer is its tool's call
     (:func:`~tether.providers._prompt.output_tool`); with no other tool there is
     nothing to decide. The returned Message carries the usage of every request.
     """
@@ -230,7 +233,7 @@ def turn(
     usage = Usage()
     final = output_tool(tools)
     if decide_first and any(t is not final for t in tools) and not final_only:
-        answer = yield decision_request(context, tools)
+        answer = yield decision_request(context, tools, what_is_left=what_is_left)
         usage += answer.usage
         name = decided(answer.text)
         chosen = next((t for t in tools if t.name == name), None)
@@ -315,7 +318,7 @@ class ConstrainedOpenAI(OpenAICompatible):
     :class:`~tether.providers.OpenAICompatible`'s; with ``stream=True`` only
     the text of a ``final_answer`` is streamed, never a tool call's JSON.
     No API key is read from the environment unless ``api_key_env`` names one.
-    ``decide_first``, ``verify`` and ``narrow`` are :func:`turn`'s; deciding
+    ``decide_first``, ``verify``, ``narrow`` and ``what_is_left`` are :func:`turn`'s; deciding
     first costs one short request per step and is what makes a small model
     answer without a tool (``decide_first=False`` sends one request per step).
 
@@ -336,6 +339,7 @@ class ConstrainedOpenAI(OpenAICompatible):
         decide_first: bool = True,
         verify: bool = False,
         narrow: bool = False,
+        what_is_left: bool = True,
         stream: bool = False,
         **options: Any,
     ) -> None:
@@ -343,7 +347,7 @@ class ConstrainedOpenAI(OpenAICompatible):
             model, base_url=base_url, temperature=temperature, max_tokens=max_tokens, stream=stream, **options
         )
         self.max_tool_calls = max_tool_calls
-        self.protocol = {"decide_first": decide_first, "verify": verify, "narrow": narrow}
+        self.protocol = {"decide_first": decide_first, "verify": verify, "narrow": narrow, "what_is_left": what_is_left}
 
     def body(self, context: Context, tools: Sequence[Tool]) -> bytes:
         payload = self.sampling()

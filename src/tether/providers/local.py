@@ -44,9 +44,12 @@ from .constrained import Completion, Turn, completion_of, drive, drive_stream, t
 # tells a stock tool from a history question when asked about that one tool, and says
 # "no" to nothing it needs); the 0.5B says "no" to everything when asked that, so it
 # skips the check, and its list is narrowed to the tool it named (else it pads the list).
+# Once tools have answered, the 1.5B is asked what is left of the task (without that it
+# stopped after the first step of a task of several); the 0.5B, asked that, names a tool
+# after every result, so it gets the first question again.
 PROFILES: dict[str, dict[str, bool]] = {
-    "qwen2.5-coder-1.5b": {"verify": True, "narrow": False},
-    "qwen2.5-coder-0.5b": {"verify": False, "narrow": True},
+    "qwen2.5-coder-1.5b": {"verify": True, "narrow": False, "what_is_left": True},
+    "qwen2.5-coder-0.5b": {"verify": False, "narrow": True, "what_is_left": False},
 }
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"  # why: docs/local_model.md ("Which model")
 INSTALL = install_hint("local")
@@ -79,6 +82,7 @@ class LocalModel:
         decide_first: bool = True,
         verify: bool | None = None,
         narrow: bool | None = None,
+        what_is_left: bool | None = None,
     ) -> None:
         if threads < 1:
             raise UserError(f"threads must be at least 1, got {threads!r}")
@@ -93,6 +97,7 @@ class LocalModel:
         self.decide_first = decide_first
         self.verify = profile["verify"] if verify is None else verify
         self.narrow = profile["narrow"] if narrow is None else narrow
+        self.what_is_left = profile["what_is_left"] if what_is_left is None else what_is_left
 
     # -- the Policy --------------------------------------------------------
 
@@ -108,7 +113,8 @@ class LocalModel:
             yield piece
 
     def _turn(self, context: Context, tools: Sequence[Tool]) -> Turn:
-        options = {"decide_first": self.decide_first, "verify": self.verify, "narrow": self.narrow}
+        options = {"decide_first": self.decide_first, "verify": self.verify, "narrow": self.narrow,
+                   "what_is_left": self.what_is_left}  # fmt: skip
         return turn(context, tools, max_tool_calls=self.max_tool_calls, **options)
 
     # -- talking to the binding ------------------------------------------------
