@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether import Action, Agent, FunctionPolicy, tool
+from tether import Action, Agent, FunctionPolicy, UserError, tool
 from tether.strategies import parse_plan, plan_and_execute, plan_execute_agent, reflect
 from tether.testing import ScriptedModel
 
@@ -44,6 +44,21 @@ def test_plan_and_execute_runs_each_step_in_one_notebook() -> None:
     assert result.plans == [["look up order A1", "tell the customer the amount"]]
     # The second step saw the first step's work.
     assert any(m.content == "A1: $79" for m in executor_model.requests[-1])
+
+
+def test_a_long_plan_keeps_its_first_steps_and_the_one_that_answers() -> None:
+    planner = ScriptedModel(["\n".join(f"{i}. step {i}" for i in range(1, 30)) + "\n30. answer the user"])
+    done: list[str] = []
+
+    def brain(ctx, tools):  # type: ignore[no-untyped-def]
+        done.append(ctx.last().content)
+        return f"did {len(done)}"
+
+    result = _run(plan_and_execute(planner, Agent(FunctionPolicy(brain)), "do it", max_plan_steps=4))
+    assert result.status == "finished" and result.plans == [["step 1", "step 2", "step 3", "answer the user"]]
+    assert done == ["Step 1 of 4: step 1", "Step 2 of 4: step 2", "Step 3 of 4: step 3", "Step 4 of 4: answer the user"]
+    with pytest.raises(UserError, match="max_plan_steps"):
+        plan_execute_agent(planner, Agent(FunctionPolicy(brain)), max_plan_steps=0)
 
 
 def test_plan_and_execute_replans_when_a_step_fails() -> None:

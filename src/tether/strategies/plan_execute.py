@@ -6,6 +6,8 @@ for a numbered plan and writes the plan into its reply, then calls the executor
 once per step as a child run (each step continues the notebook the previous step
 left, so later steps see earlier work). When a step does not finish, the planner
 is asked again with what happened (re-planning), up to ``max_replans`` times.
+A plan longer than ``max_plan_steps`` keeps its first steps and its last one (the
+step that gives the answer): a small model asked for "a short list" once wrote 29.
 
 Because the plan, every step's child run and every re-plan are in the run's
 journal, a step that pauses for a person pauses the whole strategy run; deciding
@@ -30,6 +32,7 @@ from typing import Any
 
 from ..agent import Agent, RunResult
 from ..context import Context
+from ..exceptions import UserError
 from ..messages import Message, ToolCall
 from ..policy import Policy
 from ..tools import Tool
@@ -39,6 +42,7 @@ PLANNER_PROMPT = (
     "one per line, each a task the assistant can do on its own. The last step gives the final answer."
 )
 PLAN_HEADING = "Plan:"
+MAX_PLAN_STEPS = 8
 STEP_TOOL = "run_step"
 
 
@@ -73,9 +77,12 @@ class PlanAndExecute:
     so a resumed run asks the planner again only where it has not answered yet.
     """
 
-    def __init__(self, planner: Policy, *, max_replans: int = 2) -> None:
+    def __init__(self, planner: Policy, *, max_replans: int = 2, max_plan_steps: int = MAX_PLAN_STEPS) -> None:
+        if max_plan_steps < 1:
+            raise UserError(f"max_plan_steps must be at least 1, got {max_plan_steps!r}")
         self.planner = planner
         self.max_replans = max_replans
+        self.max_plan_steps = max_plan_steps
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
         task = next((m.text for m in context if m.role == "user"), "")
@@ -99,20 +106,27 @@ class PlanAndExecute:
         steps = parse_plan(reply.text)
         if not steps:
             return Message.assistant("The planner gave no steps.")
+        if len(steps) > self.max_plan_steps:  # the first steps, then the one that answers
+            steps = steps[: self.max_plan_steps - 1] + steps[-1:]
         text = PLAN_HEADING + "\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1))
         return Message("assistant", text, _step(steps, 0, n).tool_calls, usage=reply.usage)
 
 
 def plan_execute_agent(
-    planner: Policy, executor: Agent, *, max_replans: int = 2, name: str = "plan-and-execute"
+    planner: Policy,
+    executor: Agent,
+    *,
+    max_replans: int = 2,
+    max_plan_steps: int = MAX_PLAN_STEPS,
+    name: str = "plan-and-execute",
 ) -> Agent:
     """The agent whose runs are Plan-and-Execute runs (journaled in the executor's store)."""
     step = executor.as_tool(STEP_TOOL, "Do one step of the plan.", continues=True)
     return Agent(
-        PlanAndExecute(planner, max_replans=max_replans),
+        PlanAndExecute(planner, max_replans=max_replans, max_plan_steps=max_plan_steps),
         [step],
         name=name,
-        max_steps=4 * (max_replans + 1) * 16,
+        max_steps=4 * (max_replans + 1) * (max_plan_steps + 1),
         store=executor.store,
         signing_key=executor.signing_key,
     )
@@ -124,13 +138,14 @@ async def plan_and_execute(
     task: str,
     *,
     max_replans: int = 2,
+    max_plan_steps: int = MAX_PLAN_STEPS,
     run_id: str | None = None,
     deps: Any = None,
 ) -> PlanResult:
     """Plan ``task``, run each step with ``executor``, re-plan when a step does not finish.
 
     ``deps`` reach the executor's tools (each step is a child run, which gets its parent's deps)."""
-    agent = plan_execute_agent(planner, executor, max_replans=max_replans)
+    agent = plan_execute_agent(planner, executor, max_replans=max_replans, max_plan_steps=max_plan_steps)
     result = await agent.run(task, run_id=run_id, deps=deps)
     return PlanResult(result.status, result.output, _plans(result.context), result)
 
