@@ -173,6 +173,7 @@ async def test_a_child_run_left_waiting_by_the_script_is_graded_paused_and_never
 
 async def test_an_agent_that_never_takes_up_a_decision_ends_the_loop() -> None:
     sent.clear()
+
     class Stubborn:  # resumes nothing: the run stays paused whatever is decided
         def __init__(self, s: Setup) -> None:
             self.agent, self.store = _delegating(s), s.store
@@ -266,6 +267,22 @@ async def test_a_price_gives_the_cost() -> None:
     r = report.results[0]
     assert (r.input_tokens, r.output_tokens) == (1000, 100)
     assert r.cost == pytest.approx(0.002) and report.summary().cost == pytest.approx(0.002)
+
+
+async def test_the_tokens_of_child_runs_count_in_the_trial() -> None:
+    from tether import Message, ToolCall, Usage
+
+    def build(s: Setup) -> Agent:
+        said = Message("assistant", "18C", usage=Usage(input_tokens=700, output_tokens=70, requests=1))
+        helper = Agent(ScriptedModel([said]), name="helper")
+        ask = Message("assistant", "", (ToolCall.of("helper", {"task": "weather?"}, id="c1"),), usage=Usage(300, 30, 1))
+        desk = ScriptedModel([ask, Message("assistant", "18C", usage=Usage(0, 0, 1))])
+        return Agent(desk, [helper.as_tool("helper", "Asks the helper.")], store=s.store)
+
+    case = Case("nested-cost", "weather?", expected="18C")
+    (r,) = (await evaluate([case], build, price=(1.0, 10.0))).results
+    assert (r.input_tokens, r.output_tokens) == (1000, 100)  # the desk's 300/30 and the helper's 700/70
+    assert r.cost == pytest.approx(0.002)
 
 
 async def test_misuse_is_a_clear_user_error() -> None:

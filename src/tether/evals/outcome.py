@@ -83,6 +83,7 @@ def outcome_of(
             replies += 1
         elif isinstance(ev, ToolFinished):
             results[ev.call_id] = ev
+            usage = usage + (ev.result.usage or Usage())  # a child run's usage comes back with its answer
         elif isinstance(ev, Paused):
             status = "needs-decision" if ev.reason == "outcome-unknown" else "paused"
         elif isinstance(ev, Finished | Failed | LimitReached) or ev.kind == "cancelled":
