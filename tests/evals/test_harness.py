@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from tether import Action, Agent, FunctionPolicy, UserError, tool
 from tether.evals import Case, Dataset, ExpectedCall, Setup, evaluate, reference_brain, run_id_for
 from tether.evals._stats import pass_at_k
+from tether.store import record_decisions
 from tether.stores.memory import MemoryStore
 from tether.stores.sqlite import SQLiteStore
 from tether.testing import ScriptedModel
@@ -256,6 +258,61 @@ async def test_unfinished_runs_can_resume_from_the_store() -> None:
     rest = ScriptedModel(["Sent."])  # only the reply after the approval
     report = await evaluate([MAIL], agent_for(lambda s: rest), name="m", store=store, unfinished="resume")
     assert report.results[0].passed and rest.remaining == 0
+
+
+async def test_a_trial_run_again_runs_its_child_runs_again_too() -> None:
+    # A changed case (or a restarted trial) runs from the start: the child runs the old
+    # run left under the same ids are not resumed (their emails went out in another run).
+    store = MemoryStore()
+    nested = Case(
+        "nested", "send both", status="finished", human=("approve", "approve"), expected="sent both", match="contains"
+    )
+    await evaluate([nested], _delegating, name="d", store=store)
+    sent.clear()
+    changed = dataclasses.replace(nested, expected="both")
+    (result,) = (await asyncio.wait_for(evaluate([changed], _delegating, name="d", store=store), 30)).results
+    assert result.passed and result.read_back is False, result
+    assert sent == ["a@x.y", "b@x.y"]  # run again, not read back from the old child run
+
+
+async def test_a_restarted_trial_does_not_inherit_decisions_of_the_interrupted_child_run() -> None:
+    store = MemoryStore()
+    rid = run_id_for("d", "nested", 0)
+    setup = Setup(Case("nested", "send both", status="finished"), 0, rid, store, Path("."))
+    await _delegating(setup).run("send both", run_id=rid)  # the child waits for the first approval
+    await record_decisions(store, rid, lambda s: s.approve(s.items()[0].id, by="eval"))  # killed right then
+    sent.clear()
+    case = Case(
+        "nested", "send both", status="finished", human=("deny: no", "approve"), expected="sent", match="contains"
+    )
+    (result,) = (await asyncio.wait_for(evaluate([case], _delegating, name="d", store=store), 30)).results
+    assert result.error is None and result.status == "finished", result
+    assert sent == ["b@x.y"]  # the script's deny went to the first email, in the restarted run
+
+
+async def test_decisions_recorded_before_an_interruption_are_taken_up_when_resuming() -> None:
+    # Killed after the scripted human's decision was recorded, before the run resumed:
+    # resuming takes that decision up, and the next verdict goes to the next call.
+    store = MemoryStore()
+    rid = run_id_for("d", "nested", 0)
+    setup = Setup(Case("nested", "send both", status="finished"), 0, rid, store, Path("."))
+    await _delegating(setup).run("send both", run_id=rid)
+    await record_decisions(store, rid, lambda s: s.approve(s.items()[0].id, by="eval"))
+    sent.clear()
+    case = Case(
+        "nested", "send both", status="finished", human=("approve", "deny: no"), expected="sent", match="contains"
+    )
+
+    def rest(s: Setup) -> Agent:  # the scripts from where the interrupted run stopped
+        mailer = Agent(ScriptedModel([Action("send_email", {"to": "b@x.y", "body": "2"}), "One sent."]), TOOLS,
+                       name="mailer")  # fmt: skip
+        desk = ScriptedModel(["The mailer sent one."])
+        return Agent(desk, [mailer.as_tool("mailer", "Sends emails.")], store=s.store, name="desk")
+
+    report = await asyncio.wait_for(evaluate([case], rest, name="d", store=store, unfinished="resume"), 30)
+    (result,) = report.results
+    assert result.error is None and result.status == "finished", result
+    assert sent == ["a@x.y"]  # approved before the kill; the second email denied by the script
 
 
 async def test_a_price_gives_the_cost() -> None:

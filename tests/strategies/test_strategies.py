@@ -61,6 +61,13 @@ def test_a_long_plan_keeps_its_first_steps_and_the_one_that_answers() -> None:
         plan_execute_agent(planner, Agent(FunctionPolicy(brain)), max_plan_steps=0)
 
 
+@pytest.mark.parametrize("bad", [2.5, "3", True, -1])
+def test_a_max_plan_steps_that_is_not_a_whole_number_is_refused_by_its_name(bad: object) -> None:
+    # 2.5 used to reach Agent as max_steps=42.0: the error named a setting nobody passed.
+    with pytest.raises(UserError, match="max_plan_steps"):
+        plan_execute_agent(ScriptedModel([]), Agent(ScriptedModel([])), max_plan_steps=bad)  # type: ignore[arg-type]
+
+
 def test_plan_and_execute_replans_when_a_step_fails() -> None:
     planner = ScriptedModel(["1. try the impossible", "1. do the possible"])
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..events import Finished, RunStarted
+from ..events import Finished, RunStarted, ToolStarted
 from ..messages import Message
 
 if TYPE_CHECKING:
+    from ..events import Event
     from ..store import RunStore
 
 SUFFIX = "#grade"
@@ -53,6 +54,24 @@ async def load(store: RunStore, run_id: str) -> dict[str, Any] | None:
 
 
 async def forget(store: RunStore, run_id: str) -> None:
-    """Delete a run and its grade record (to run the trial again)."""
-    await store.delete(run_id)
+    """Delete a run, every child run under it and its grade record (to run the trial again).
+
+    A child run left behind would be resumed by the new run's delegating call of
+    the same id (its tools not run again, its decisions counted as the new
+    run's). Children go first, so a forget cut short leaves the root to find them.
+    """
+    await _delete_tree(store, run_id)
     await store.delete(record_id(run_id))
+
+
+async def child_runs(store: RunStore, run_id: str, events: list[Event] | None = None) -> list[str]:
+    """The ids of the child runs kept under ``run_id``: ``<run id>/<call id>`` of its started calls."""
+    events = await store.load(run_id) if events is None else events
+    ids = dict.fromkeys(f"{run_id}/{ev.call.id}" for ev in events if isinstance(ev, ToolStarted))
+    return [child for child in ids if await store.get(child) is not None]
+
+
+async def _delete_tree(store: RunStore, run_id: str) -> None:
+    for child in await child_runs(store, run_id):
+        await _delete_tree(store, child)
+    await store.delete(run_id)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..agent import Agent
-from ..events import ApprovalDecided, ToolStarted
+from ..events import ApprovalDecided
 from ..exceptions import UserError
 from ..state import RunState
 from ..store import load_tree, record_decisions
@@ -278,27 +278,34 @@ async def _answer_humans(agent: Agent, setup: Setup) -> None:
 
     What waits may be anywhere in the run tree (a pattern's child run asking
     for approval): items are addressed from the root, and verdicts already
-    used are counted over every run of the tree. A round that records no new
-    decision ends the loop, so a run that pauses again without taking one is
-    graded as it stands instead of being resumed forever.
+    used are counted over every run of the tree. An item decided before an
+    interruption (the decision recorded, the run not yet resumed) is not
+    decided again: the run resumes to take it up. A round that records no new
+    decision and finds the same items waiting ends the loop, so a run that
+    pauses again without taking one is graded as it stands instead of being
+    resumed forever.
     """
     store, run_id = setup.store, setup.run_id
     key = getattr(agent, "signing_key", None)
-    last = -1
+    last: tuple[int, tuple[str, ...]] | None = None
     while True:
         info = await store.get(run_id)
         if info is None or info.status not in ("paused", "needs-decision"):
             return
         used = await _decisions_in_tree(store, run_id)
-        if used <= last:
-            return  # the last round's decisions were not taken up: stop asking
-        last = used
-        verdicts = [parse_verdict(v, setup.case.id) for v in setup.case.human[used:]]
         state = await load_tree(store, run_id)
-        waiting = [p for p in state.items() if p.status in ("awaiting-approval", "started")]
-        if not waiting or len(verdicts) < len(waiting):
+        open_items = [p for p in state.items() if p.status in ("awaiting-approval", "started")]
+        seen = (used, tuple(p.id for p in open_items))
+        if seen == last:
+            return  # the last round changed nothing (its decisions were not taken up): stop asking
+        last = seen
+        waiting = [p for p in open_items if state.decision(p.id) is None]
+        verdicts = [parse_verdict(v, setup.case.id) for v in setup.case.human[used:]]
+        if not open_items or len(verdicts) < len(waiting):
             return  # the script has no more answers: the run stays paused, and the graders see it
-        await record_decisions(store, run_id, functools.partial(_decide, waiting=waiting, verdicts=verdicts, key=key))
+        if waiting:
+            decide = functools.partial(_decide, waiting=waiting, verdicts=verdicts, key=key)
+            await record_decisions(store, run_id, decide)
         await agent.run(run_id=run_id)
 
 
@@ -306,10 +313,8 @@ async def _decisions_in_tree(store: RunStore, run_id: str) -> int:
     """How many decisions the journals of ``run_id`` and of every child run under it hold."""
     events = await store.load(run_id)
     count = sum(isinstance(ev, ApprovalDecided) for ev in events)
-    for call_id in dict.fromkeys(ev.call.id for ev in events if isinstance(ev, ToolStarted)):
-        child = f"{run_id}/{call_id}"
-        if await store.get(child) is not None:
-            count += await _decisions_in_tree(store, child)
+    for child in await _records.child_runs(store, run_id, events):
+        count += await _decisions_in_tree(store, child)
     return count
 
 

@@ -78,8 +78,8 @@ class PlanAndExecute:
     """
 
     def __init__(self, planner: Policy, *, max_replans: int = 2, max_plan_steps: int = MAX_PLAN_STEPS) -> None:
-        if max_plan_steps < 1:
-            raise UserError(f"max_plan_steps must be at least 1, got {max_plan_steps!r}")
+        if not isinstance(max_plan_steps, int) or isinstance(max_plan_steps, bool) or max_plan_steps < 1:
+            raise UserError(f"max_plan_steps must be an integer of at least 1, got {max_plan_steps!r}")
         self.planner = planner
         self.max_replans = max_replans
         self.max_plan_steps = max_plan_steps
