@@ -418,8 +418,12 @@ def decision_request(context: Context, tools: Sequence[Tool], *, what_is_left: b
         "additionalProperties": False,
     }
     messages = render(context, tools)
-    again = _next_question(context) if what_is_left else DECIDE_AGAIN
-    _append_user(messages, again if _results_since_user(context) else DECIDE)
+    task_notes = since_user(context)
+    if not any(m.role == "tool" for m in task_notes):
+        question = DECIDE
+    else:
+        question = _next_question(task_notes) if what_is_left else DECIDE_AGAIN
+    _append_user(messages, question)
     return {
         "messages": messages,
         "response_format": {"type": "json_schema", "json_schema": {"name": "decision", "schema": schema}},
@@ -431,26 +435,22 @@ VERIFY = (
 )
 
 
-def _next_question(context: Context) -> str:
-    """DECIDE_NEXT with the task's words (its first 600 characters) and the tools called since."""
-    task = next((m.text for m in reversed(context.messages) if m.role == "user"), "")
-    task = " ".join(task.split())
-    task = task if len(task) <= 600 else task[:600] + "..."
-    done: list[str] = []
+def since_user(context: Context) -> list[Message]:
+    """The notes of the current task, newest first: back to and with the last user message."""
+    out: list[Message] = []
     for m in reversed(context.messages):
+        out.append(m)
         if m.role == "user":
             break
-        done[:0] = [c.name for c in m.tool_calls]
+    return out
+
+
+def _next_question(task_notes: list[Message]) -> str:
+    """DECIDE_NEXT with the task's words (its first 600 characters) and the tools called since."""
+    task = " ".join(task_notes[-1].text.split()) if task_notes[-1].role == "user" else ""
+    task = task if len(task) <= 600 else task[:600] + "..."
+    done = [c.name for m in reversed(task_notes) for c in m.tool_calls]
     return DECIDE_NEXT.format(task=task, done=", ".join(done) or "nothing")
-
-
-def _results_since_user(context: Context) -> bool:
-    for m in reversed(context.messages):
-        if m.role == "user":
-            return False
-        if m.role == "tool":
-            return True
-    return False
 
 
 def verify_request(context: Context, tools: Sequence[Tool], chosen: Tool) -> dict[str, Any]:

@@ -70,6 +70,7 @@ from ._prompt import (
     output_tool,
     render,
     request,
+    since_user,
     system_prompt,
     tool_line,
     verify_request,
@@ -123,12 +124,7 @@ class Completion:
 
 def calls_this_task(context: Context) -> int:
     """Tool calls the model made since the last user message."""
-    n = 0
-    for m in reversed(context.messages):
-        if m.role == "user":
-            break
-        n += len(m.tool_calls)
-    return n
+    return sum(len(m.tool_calls) for m in since_user(context))
 
 
 def repeats_a_call(context: Context, reply: Message) -> bool:
@@ -143,11 +139,7 @@ def repeats_a_call(context: Context, reply: Message) -> bool:
 
 def fresh_calls(context: Context, reply: Message) -> tuple[ToolCall, ...]:
     """The calls of ``reply`` not made before in this task (nor earlier in the same reply)."""
-    made: set[tuple[str, Any]] = set()
-    for m in reversed(context.messages):
-        if m.role == "user":
-            break
-        made.update(_key(c) for c in m.tool_calls)
+    made = {_key(c) for m in since_user(context) for c in m.tool_calls}
     fresh = []
     for c in reply.tool_calls:
         if _key(c) not in made:
@@ -163,17 +155,8 @@ def grounded(context: Context, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...
     for (``get_weather("Berlin")`` after the two cities the user named); a
     value that is in neither the user's words nor a result since is such a pad.
     """
-    seen = " ".join(m.text for m in _since_user(context)).casefold()
+    seen = " ".join(m.text for m in since_user(context)).casefold()
     return tuple(c for n, c in enumerate(calls) if n == 0 or all(v in seen for v in _values(c)))
-
-
-def _since_user(context: Context) -> list[Message]:
-    out: list[Message] = []
-    for m in reversed(context.messages):
-        out.append(m)
-        if m.role == "user":
-            break
-    return out
 
 
 def _values(call: ToolCall) -> list[str]:
