@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from hypothesis import strategies as st
 
 from tether import tool
@@ -37,3 +40,30 @@ _files = st.builds(
 )
 _links = st.builds(lambda n: Image(url=f"https://example.com/{n}.png"), st.integers(0, 99))
 parts = st.lists(st.one_of(st.builds(Text, st.text(max_size=30)), _images, _files, _links), min_size=1, max_size=5)
+
+
+async def until(check: Any, what: str, *, seconds: float = 10.0, every: float = 0.005) -> None:
+    """Wait until the async ``check()`` is true; fail naming ``what`` after ``seconds``."""
+    for _ in range(max(1, int(seconds / every))):
+        if await check():
+            return
+        await asyncio.sleep(every)
+    raise AssertionError(f"never: {what}")
+
+
+async def approve_through_the_api(client: Any, run_id: str, *, prefix: str = "", seconds: float = 10.0) -> None:
+    """Through tether serve's API: wait for the run to pause, approve its first item, wait for it to finish."""
+    run = f"{prefix}/api/runs/{run_id}"
+
+    async def paused() -> bool:
+        return bool((await client.get(run)).json()["items"])
+
+    await until(paused, f"run {run_id} pauses", seconds=seconds)
+    item = (await client.get(f"{prefix}/api/items")).json()["items"][0]
+    approve = f"{run}/items/{item['call_id']}/approve"
+    assert (await client.post(approve, json={"args_hash": item["args_hash"]})).status_code == 200
+
+    async def finished() -> bool:
+        return (await client.get(run)).json()["status"] == "finished"
+
+    await until(finished, f"run {run_id} finishes after its approval", seconds=seconds)

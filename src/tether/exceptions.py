@@ -20,6 +20,11 @@ wrong::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
 __all__ = [
     "LeaseConflict",
     "ModelRequestsBlocked",
@@ -32,6 +37,7 @@ __all__ = [
     "StoreError",
     "TetherError",
     "UserError",
+    "import_extra",
     "install_hint",
 ]
 
@@ -111,3 +117,20 @@ def install_hint(extra: str) -> str:
     "pip install 'tether[postgres]' (in a checkout: pip install -e '.[postgres]')"
     """
     return f"pip install 'tether[{extra}]' (in a checkout: pip install -e '.[{extra}]')"
+
+
+def import_extra(module: str, *, extra: str, needs: str) -> ModuleType:
+    """Import ``module`` of an optional extra, or raise a UserError saying ``needs`` and how to install it.
+
+    >>> try:
+    ...     import_extra("no_such_module_here", extra="postgres", needs="PostgresStore needs psycopg 3")
+    ... except UserError as exc:
+    ...     print(str(exc).split(" (in a checkout")[0])
+    PostgresStore needs psycopg 3: pip install 'tether[postgres]'
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise UserError(f"{needs}: {install_hint(extra)}") from exc

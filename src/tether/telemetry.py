@@ -68,7 +68,7 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
-from .exceptions import UserError, install_hint
+from .exceptions import import_extra, install_hint
 from .journal import next_status
 from .messages import Message, Usage
 from .run import Settings
@@ -85,11 +85,7 @@ INSTALL = install_hint("otel")
 
 def _api() -> ModuleType:
     """``opentelemetry.trace``, or a UserError naming the extra to install."""
-    try:
-        from opentelemetry import trace
-    except ImportError as exc:
-        raise UserError(f"tether.telemetry needs OpenTelemetry: {INSTALL}") from exc
-    return trace
+    return import_extra("opentelemetry.trace", extra="otel", needs="tether.telemetry needs OpenTelemetry")
 
 
 def _tracer(tracer: Tracer | None) -> Tracer:

@@ -15,6 +15,7 @@ import pytest
 
 from durability.conftest import pg_url
 from durability.harness import PG_DSN
+from support import approve_through_the_api
 from tether import Action, Agent, FunctionPolicy, UserError, tool
 from tether.dispatch.procrastinate import ProcrastinateDispatcher
 from tether.serve import Server
@@ -36,14 +37,6 @@ def desk(calls: list[str]) -> Agent:
         return "done" if any(m.role == "tool" for m in context) else Action("refund", {"order": "A1"})
 
     return Agent(FunctionPolicy(brain), [refund], name="support")
-
-
-async def until(check: Any, what: str) -> None:
-    for _ in range(1500):
-        if await check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"never: {what}")
 
 
 def test_a_server_without_workers_needs_an_engine() -> None:
@@ -69,19 +62,7 @@ async def test_runs_started_and_approved_over_the_api_are_advanced_by_a_worker_t
         work = asyncio.create_task(worker.work(concurrency=2, sweep_every=30, poll_every=0.2))
         try:
             run_id = (await c.post("/api/runs", json={"agent": "support", "input": "Refund A1"})).json()["run_id"]
-
-            async def paused() -> bool:
-                return bool((await c.get(f"/api/runs/{run_id}")).json()["items"])
-
-            await until(paused, "a worker advances the run to its pause")
-            item = (await c.get("/api/items")).json()["items"][0]
-            url_ = f"/api/runs/{run_id}/items/{item['call_id']}/approve"
-            assert (await c.post(url_, json={"args_hash": item["args_hash"]})).status_code == 200
-
-            async def finished() -> bool:
-                return (await c.get(f"/api/runs/{run_id}")).json()["status"] == "finished"
-
-            await until(finished, "a worker resumes the approved run")
+            await approve_through_the_api(c, run_id, seconds=30)  # workers advance and resume it
         finally:
             work.cancel()
             with pytest.raises(asyncio.CancelledError):

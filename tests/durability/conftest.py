@@ -28,12 +28,20 @@ def _admin(sql: str, *params: object) -> None:
         pytest.fail(f"PostgreSQL at TETHER_PG_DSN={PG_DSN!r} does not answer: {exc}", pytrace=False)
 
 
-@pytest.fixture
-def pg_schema() -> Iterator[str]:
-    """A fresh schema name; dropped afterwards. Fails (never skips) without a server."""
-    schema = f"tether_dur_{uuid.uuid4().hex[:10]}"
+def fresh_schema(prefix: str) -> Iterator[str]:
+    """A new schema name starting with ``prefix``, dropped afterwards (for a fixture to yield from).
+
+    Fails (never skips) when the server does not answer.
+    """
+    schema = f"{prefix}_{uuid.uuid4().hex[:10]}"
     _admin("SELECT 1")
     try:
         yield schema
     finally:
         _admin(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A fresh schema name; dropped afterwards. Fails (never skips) without a server."""
+    yield from fresh_schema("tether_dur")

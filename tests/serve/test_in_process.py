@@ -9,19 +9,12 @@ import httpx
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from support import approve_through_the_api, until
 from tether import Action, Agent, FunctionPolicy, tool
 from tether.serve import Server
 from tether.stores.memory import MemoryStore
 
 TOKEN = "t" * 64
-
-
-async def until(check: Any, what: str) -> None:
-    for _ in range(2000):
-        if await check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"never: {what}")
 
 
 def refund_agent(calls: list[str]) -> Agent:
@@ -49,20 +42,7 @@ async def test_a_server_mounted_under_a_prefix_serves_its_api_and_pages_there() 
     ):
         started = await c.post("/tether/api/runs", json={"agent": "support", "input": "Refund A1"})
         assert started.status_code == 201 and started.headers["location"].startswith("/tether/api/runs/")
-        run_id = started.json()["run_id"]
-
-        async def paused() -> bool:
-            return bool((await c.get(f"/tether/api/runs/{run_id}")).json()["items"])
-
-        await until(paused, "the run pauses")
-        item = (await c.get("/tether/api/items")).json()["items"][0]
-        url = f"/tether/api/runs/{run_id}/items/{item['call_id']}/approve"
-        assert (await c.post(url, json={"args_hash": item["args_hash"]})).status_code == 200
-
-        async def finished() -> bool:
-            return (await c.get(f"/tether/api/runs/{run_id}")).json()["status"] == "finished"
-
-        await until(finished, "the run finishes")
+        await approve_through_the_api(c, started.json()["run_id"], prefix="/tether")
         login = await c.get("/tether/", headers={"authorization": ""})
         assert login.status_code == 303 and login.headers["location"] == "/tether/login?next=/"
         signed_in = await c.post("/tether/login", data={"name": "ana", "token": TOKEN}, headers={"authorization": ""})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import UserError, install_hint
+from ..exceptions import UserError, import_extra, install_hint
 
 if TYPE_CHECKING:
     import numpy as np
@@ -23,11 +23,7 @@ INSTALL = install_hint("brains")
 
 def numpy() -> Any:
     """numpy, or a UserError naming the extra."""
-    try:
-        import numpy as np
-    except ImportError as exc:
-        raise UserError(f"a trained brain needs numpy ({exc.name!r} is missing): {INSTALL}") from None
-    return np
+    return import_extra("numpy", extra="brains", needs="a trained brain needs numpy")
 
 
 class MLP:

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..agent import Agent, RunResult
-from ..exceptions import LeaseConflict, StateError, UserError, install_hint
+from ..exceptions import LeaseConflict, StateError, UserError, import_extra
 from ._sweeper import Sweeper, runnable
 
 __all__ = ["ProcrastinateDispatcher"]
@@ -46,11 +46,7 @@ WAITING = ("paused", "needs-decision")
 
 
 def _procrastinate() -> Any:
-    try:
-        import procrastinate
-    except ImportError as exc:
-        raise UserError(f"ProcrastinateDispatcher needs procrastinate: {install_hint('workers')}") from exc
-    return procrastinate
+    return import_extra("procrastinate", extra="workers", needs="ProcrastinateDispatcher needs procrastinate")
 
 
 class ProcrastinateDispatcher:

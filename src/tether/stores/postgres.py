@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
-from ..exceptions import LeaseConflict, StoreError, UserError, install_hint
+from ..exceptions import LeaseConflict, StoreError, UserError, import_extra
 from ..parts import shared
 from ..store import Lease, RunInfo, SessionInfo
 from . import status_after
@@ -44,11 +44,7 @@ _ENVELOPE = "$json"
 
 
 def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise UserError(f"PostgresStore needs psycopg 3: {install_hint('postgres')}") from exc
-    return psycopg
+    return import_extra("psycopg", extra="postgres", needs="PostgresStore needs psycopg 3")
 
 
 class PostgresStore:
