@@ -216,7 +216,7 @@ async def latency(engine: str, samples: int = 20) -> dict[str, float]:
         out = []
         for run_id in ids:
             t0 = time.time()
-            await record_decisions(cell.store, run_id, lambda s: s.approve(s.pending[0].id, by="bench"))
+            await record_decisions(cell.store, run_id, lambda s: s.approve(s.open_calls[0].id, by="bench"))
             while True:
                 events = await cell.store.load(run_id)
                 decided = max(i for i, e in enumerate(events) if e.kind == "approval-decided")

@@ -3,6 +3,7 @@
     python bench/bench_local.py speed   [--model NAME] [--threads N] [--runs N]
     python bench/bench_local.py quality [--model NAME] [--threads N] [--toolset simple|workspace|finder]
     python bench/bench_local.py readme  [--model NAME] [--threads N] [--folders N] [--find]
+    python bench/bench_local.py turns   [--model NAME] [--threads N] [--runs N] [--json FILE]
 
 ``speed``: tokens/s through tether (``LocalModel.decide`` and ``.stream``)
 against calling the binding directly with the exact same request body, and the
@@ -16,6 +17,16 @@ seconds per turn, and the process's peak RSS.
 ``readme``: the README's first command (``how many Python files are in this
 folder?``) with the CLI's tools and instructions, in fresh project folders
 holding 1 to 6 Python files: is the count in the answer right?
+
+``turns``: time per model turn for the README command (the CLI's own agent:
+its tools, instructions and ``ask_human``, in a fresh project folder) and the
+refund desk (``examples/refund_agent.py``'s tools: a look-up, a policy check and
+an approval-gated ``once`` refund, asked in the newcomer's two phrasings; a
+pause is approved and the run resumed). Per turn: generation requests and of
+which kind (decision, verdict, reply), prompt tokens, tokens the server had to
+process past its cache, tokens generated, seconds, and the decision protocol's
+share: its requests' whole time, and its extra (that time less the prompt the
+reply then reads from the cache; see ``_timing.extra_seconds``).
 """
 
 from __future__ import annotations
@@ -31,6 +42,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from _timing import Recorder, summary
 
 from tether import Agent, Context, Message, tool
 from tether.providers.constrained import request
@@ -299,6 +312,122 @@ def _says_number(answer: str, n: int) -> bool:
     return found == {n}
 
 
+# -- time per turn ---------------------------------------------------------------
+
+REFUND_PHRASINGS = (
+    "Please refund order A1234, it arrived broken.",
+    "Order A1234 arrived broken. Please refund what I paid.",
+)
+
+
+class Turns:
+    """A Policy around a LocalModel that records each decision's requests (``_timing.Recorder``)."""
+
+    def __init__(self, model: LocalModel) -> None:
+        self.model = model
+        self.recorder = Recorder(model)
+        self.turns: list[dict[str, Any]] = []
+
+    async def decide(self, context: Context, tools: Any) -> Message:
+        mark = self.recorder.mark()
+        message = await self.model.decide(context, tools)
+        requests = self.recorder.since(mark)
+        moves = [c.name for c in message.tool_calls] or ["answer"]
+        self.turns.append({**summary(requests), "kinds": [r.kind for r in requests], "moves": moves})
+        return message
+
+
+def readme_agent(policy: Any) -> Agent:
+    """The agent ``tether run`` builds (its tools, instructions and ask_human), in a fresh folder."""
+    from tether.cli._config import INSTRUCTIONS
+    from tether.toolkits import workspace_tools
+    from tether.tools import ask_human
+
+    root = Path(tempfile.mkdtemp(prefix="tether-turns-"))
+    project(root, 3, 0)
+    tools = [*workspace_tools(str(root)), ask_human()]
+    return Agent(policy, tools, instructions=INSTRUCTIONS.format(workspace=root), max_steps=8)
+
+
+def refund_agent(policy: Any) -> Agent:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import refund_agent as example
+
+    tools = [example.look_up_order, example.check_policy, example.issue_refund]
+    return Agent(policy, tools, name="support", max_steps=8)
+
+
+async def run_to_end(agent: Agent, prompt: str) -> tuple[str, str, list[str]]:
+    """Run, approving every pause; returns the status, the answer and the calls made."""
+    result = await agent.run(prompt)
+    while result.status == "paused":
+        state = result.state
+        for p in result.pending:
+            state = state.approve(p.call.id)
+        result = await agent.run(state)
+    calls = [c.name for m in result.context for c in m.tool_calls]
+    return result.status, (result.output or "").strip(), calls
+
+
+async def turns(model_name: str, threads: list[int], runs: int, out: str | None, only: str | None = None) -> None:
+    rows = []
+    for n in threads:
+        model = LocalModel(model_name, threads=n, max_tokens=512)
+        model.load()
+        policy = Turns(model)
+        cases = [("readme", readme_agent, README_QUESTION)] + [("refund", refund_agent, p) for p in REFUND_PHRASINGS]
+        cases = [c for c in cases if only in (None, c[0])]
+        for _ in range(runs):
+            for name, build, prompt in cases:
+                start, load = len(policy.turns), os.getloadavg()[0]
+                t = time.perf_counter()
+                status, answer, calls = await run_to_end(build(policy), prompt)
+                row = {"case": name, "prompt": prompt, "threads": n, "status": status, "answer": answer[:200],
+                       "calls": calls, "seconds": round(time.perf_counter() - t, 1), "load": round(load, 2),
+                       "turns": policy.turns[start:]}  # fmt: skip
+                rows.append(row)
+                print(_turn_line(row), flush=True)
+                if out:  # after every run, so a stopped benchmark keeps what it measured
+                    Path(out).write_text(json.dumps(rows, indent=1, ensure_ascii=False))
+    print()
+    print(turn_table(rows))
+
+
+def _turn_line(row: dict[str, Any]) -> str:
+    moves = " ".join("+".join(t["moves"]) for t in row["turns"])
+    return (f"{row['case']:6} t={row['threads']} {row['status']:9} {row['seconds']:6.1f}s load {row['load']:4.1f} "
+            f"turns {len(row['turns'])}: {moves[:60]}  {row['answer'][:60]!r}")  # fmt: skip
+
+
+def turn_table(rows: list[dict[str, Any]]) -> str:
+    """Means per turn, by case and thread count."""
+    lines = [
+        "| case | threads | runs | turns/run | requests/turn | prompt tokens | processed/turn | generated/turn "
+        "| s/turn | decision share (whole / extra) | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for case in dict.fromkeys(r["case"] for r in rows):
+        for n in dict.fromkeys(r["threads"] for r in rows):
+            picked = [r for r in rows if r["case"] == case and r["threads"] == n]
+            ts = [t for r in picked for t in r["turns"]]
+            if not ts:
+                continue
+
+            def mean(key: str, ts: list[dict[str, Any]] = ts) -> float:
+                return sum(t[key] for t in ts) / len(ts)
+
+            secs = sum(t["seconds"] for t in ts)
+            whole = sum(t["decision_seconds"] for t in ts) / secs if secs else 0
+            extra = sum(t["extra_seconds"] for t in ts) / secs if secs else 0
+            load = sum(r["load"] for r in picked) / len(picked)
+            lines.append(
+                f"| {case} | {n} | {len(picked)} | {len(ts) / len(picked):.1f} | {mean('requests'):.1f} "
+                f"| {mean('prompt_tokens'):.0f} | {mean('prompt_processed'):.0f} | {mean('generated'):.0f} "
+                f"| {mean('seconds'):.1f} | {100 * whole:.0f} % / {100 * extra:.0f} % | {load:.1f} |"
+            )
+    return "\n".join(lines)
+
+
 # -- speed -------------------------------------------------------------------
 
 
@@ -371,20 +500,26 @@ def _median(values: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("speed", "quality", "readme"))
+    parser.add_argument("what", choices=("speed", "quality", "readme", "turns"))
     parser.add_argument("--folders", type=int, default=6)
     parser.add_argument("--find", action="store_true", help="readme: add the proposed find_files tool")
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, action="append", help="turns: give it twice (1 and 2) for both")
+    parser.add_argument("--json", help="turns: write the per-turn rows here")
+    parser.add_argument("--case", choices=("readme", "refund"), help="turns: only this case")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--toolset", choices=("simple", "workspace", "finder"), default="simple")
     args = parser.parse_args()
-    model = LocalModel(args.model, threads=args.threads, max_tokens=args.max_tokens)
+    threads = args.threads or [1]
+    if args.what == "turns":
+        asyncio.run(turns(args.model, threads, args.runs, args.json, args.case))
+        return
+    model = LocalModel(args.model, threads=threads[0], max_tokens=args.max_tokens)
     t = time.perf_counter()
     model.load()
     print(
-        f"model {args.model!r}, {args.threads} thread(s), loaded in {time.perf_counter() - t:.1f} s, "
+        f"model {args.model!r}, {threads[0]} thread(s), loaded in {time.perf_counter() - t:.1f} s, "
         f"{os.cpu_count()} CPUs",
         file=sys.stderr,
     )

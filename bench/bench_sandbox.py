@@ -1,7 +1,7 @@
 """Sandbox overhead: 200 sandboxed `true` calls against plain and unsandboxed ones.
 
 Run: ``.venv/bin/python bench/bench_sandbox.py [calls]``. Prints p50/p95 per mode and
-the sandbox's extra cost over a plain subprocess (RELIABILITY.md C.29 targets
+the sandbox's extra cost over a plain subprocess (the targets are
 p50 <= 30 ms and p95 <= 60 ms extra), in an empty workspace. One more line shows a
 workspace of 2,000 files with 5 nested repositories: before each command the sandbox
 walks the workspace (to mount every ``.git`` read-only and check the disk budget),

@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
     events = list(result.events)
     while result.status == "paused":
         state = result.state
-        for p in result.pending:
+        for p in result.items:
             print(f"\n{p.call.name}({p.call.arguments}) needs your approval.")
             yes = "--yes" in argv or input("approve? [y/N] ").strip().lower() == "y"
             state = state.approve(p.call.id) if yes else state.deny(p.call.id, "the supervisor said no")

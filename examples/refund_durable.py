@@ -30,14 +30,14 @@ async def start(db: str) -> int:
     agent = make_agent(store=open_store(db))
     result = await agent.run("Can I get a refund for order A1234? It arrived broken.")
     print(result.run_id)
-    for p in result.pending:
+    for p in result.items:
         print(f"waiting: {p.call.id} {p.call.name}({p.call.arguments})", file=sys.stderr)
     return 0 if result.status == "paused" else 1
 
 
 async def approve(db: str, run_id: str) -> int:
     def approve_all(state: RunState) -> RunState:
-        for p in state.pending:
+        for p in state.open_calls:
             state = state.approve(p.call.id, by="supervisor")
         return state
 

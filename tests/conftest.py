@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from tether.policy import set_model_requests_blocked
+from tether.testing import block_model_requests
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _block_model_requests() -> None:
-    set_model_requests_blocked(True)
+def _block_model_requests() -> Iterator[None]:
+    with block_model_requests():
+        yield

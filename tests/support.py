@@ -7,8 +7,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tether import tool
+from tether import Action, Agent, Tool, tool
 from tether.parts import File, Image, Text
+from tether.testing import FunctionPolicy
 
 
 @tool(effect="none")
@@ -31,6 +32,32 @@ def add_numbers(a: float, b: float) -> float:
         b: the second number.
     """
     return a + b
+
+
+def refund_tool(ran: list[str] | None = None) -> Tool:
+    """The suite's gated refund tool: ``refund(order)`` runs only once a person approves it;
+    each order it refunds is added to ``ran`` (when given), for tests that check what ran."""
+
+    @tool(approval=True)
+    def refund(order: str) -> str:
+        """Refund an order (a person approves)."""
+        if ran is not None:
+            ran.append(order)
+        return f"refunded {order}"
+
+    return refund
+
+
+refund = refund_tool()  # for tests that need not see what ran
+
+
+def refund_desk(ran: list[str]) -> Agent:
+    """A ``support`` agent that asks to refund order A1 and, once the refund ran, says "done"."""
+
+    def brain(context: Any, tools: Any) -> Any:
+        return "done" if any(m.role == "tool" for m in context) else Action("refund", {"order": "A1"})
+
+    return Agent(FunctionPolicy(brain), [refund_tool(ran)], name="support")
 
 
 # Random parts, for property tests of notes that hold images and files.

@@ -21,7 +21,7 @@ if _sys.argv[:1] == ["-m"] and _sys.path[:1] in ([""], [_os.path.abspath("")]):
     del _sys.path[0]
 del _os, _sys
 
-from .agent import Agent, RunResult
+from .agent import Agent, Observer, RunResult, Watcher
 from .context import Context
 from .events import (
     ApprovalDecided,
@@ -61,7 +61,7 @@ from .journal import replay, state_of
 from .messages import Message, Reasoning, ToolCall, Usage
 from .parts import File, Image, Text
 from .policy import Action, FunctionPolicy, Policy
-from .state import Decision, PendingCall, RunState
+from .state import Choice, Decision, PendingCall, RunState
 from .store import RunInfo, RunStore, record_decisions
 from .tools import Invocation, Tool, ask_human, tool
 
@@ -76,6 +76,7 @@ __all__ = [
     "Cancelled",
     "ChildEvent",
     "ChildStopped",
+    "Choice",
     "Compacted",
     "Context",
     "Decision",
@@ -93,6 +94,7 @@ __all__ = [
     "ModelReplied",
     "ModelRequestsBlocked",
     "Noted",
+    "Observer",
     "Paused",
     "PendingCall",
     "Policy",
@@ -123,4 +125,5 @@ __all__ = [
     "ToolStarted",
     "Usage",
     "UserError",
+    "Watcher",
 ]

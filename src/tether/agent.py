@@ -2,7 +2,7 @@
 
 An :class:`Agent` holds a brain (a :class:`~tether.policy.Policy`), tools,
 instructions, limits and, optionally, a store and a signing key. Its entry
-points all drive one loop, :class:`~tether.run.Run`: :meth:`Agent.stream` yields
+points all drive one loop, :class:`~tether._loop.run.Run`: :meth:`Agent.stream` yields
 the run's :mod:`~tether.events` as they happen, :meth:`Agent.run` and
 :meth:`Agent.run_sync` drain the same stream into a :class:`RunResult`.
 """
@@ -10,27 +10,27 @@ the run's :mod:`~tether.events` as they happen, :meth:`Agent.run` and
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import hashlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from .budgets import check_cost, check_limits
+from ._loop.budgets import check_cost, check_limits
+from ._loop.children import agent_tool
+from ._loop.handoffs import team, team_fingerprint, transfer_tool
+from ._loop.result import RunResult, output_of
+from ._loop.run import Run
+from ._loop.settings import Observer, Settings, Watcher
 from .context import Context
 from .cost import Price
 from .events import Event
 from .exceptions import UserError
-from .handoffs import team, transfer_tool
 from .messages import Message
 from .output import OutputSpec, with_output
 from .policy import Policy
-from .result import RunResult, output_of
-from .run import Observer, Run
 from .state import RunState
 from .store import RunStore
-from .tools import Invocation, Tool, tool
+from .tools import Invocation, Tool
 
-__all__ = ["Agent", "Approver", "RunResult"]
+__all__ = ["Agent", "Approver", "Observer", "RunResult", "Settings", "Watcher"]
 
 Approver = Callable[[Tool, dict[str, Any], Context], bool]
 """An agent-wide gate: ``approver(tool, args, context)`` returns True to ask a human."""
@@ -39,6 +39,7 @@ Approver = Callable[[Tool, dict[str, Any], Context], bool]
 class Agent:
     """An assistant that keeps working until the job is done.
 
+    >>> from tether import tool
     >>> from tether.testing import ScriptedModel, Action
     >>> @tool(effect="none")
     ... def add(a: int, b: int) -> int:
@@ -113,12 +114,7 @@ class Agent:
     @property
     def fingerprint(self) -> str:
         """A hash of the tool definitions of this agent and of every agent it can hand off to."""
-        parts = [
-            f"{name}/{t.name}:{t.fingerprint()}" if name != self.name else f"{t.name}:{t.fingerprint()}"
-            for name, agent in team(self).items()
-            for t in agent.tool_list
-        ]
-        return hashlib.sha256(",".join(sorted(parts)).encode()).hexdigest()[:16]
+        return team_fingerprint(self)
 
     def hand_off_to(self, *agents: Agent) -> None:
         """Let this agent hand the run over to ``agents`` (``transfer_to_<name>`` tools).
@@ -166,7 +162,7 @@ class Agent:
         ends the run at the next step with a ``cancelled`` event, cancelling running tools. ``meta``
         labels a new run (kept in its ``run-started`` event; never put secrets there). ``session``
         names a conversation in the agent's store: the new run starts from the notebook its last run
-        left (:mod:`tether.session`). ``deps`` reach tools through their ``Invocation`` (never persisted).
+        left (:mod:`tether._loop.session`). ``deps`` reach tools through their ``Invocation`` (never persisted).
         """
         run = Run(self, input, context=context, run_id=run_id, cancel=cancel, meta=meta, session=session, deps=deps)
         return run.events()
@@ -207,7 +203,7 @@ class Agent:
             return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, session=session, deps=deps))
         raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
 
-    output_of = output_of  # a finished run's output, rebuilt from its state or events (tether.result.output_of)
+    output_of = output_of  # a finished run's output, rebuilt from its state or events (tether._loop.result.output_of)
 
     def as_tool(
         self, name: str | None = None, description: str | None = None, *, continues: bool = False, **contract: Any
@@ -234,17 +230,4 @@ class Agent:
         ('Refunded $79.', 'Done: refunded.')
         """
 
-        async def delegate(task: str) -> Any:  # a typed output is written as JSON, like any tool's value
-            result = await self.run(task)  # used only when called outside a run
-            if result.status != "finished":
-                raise RuntimeError(f"sub-agent {self.name!r} stopped with status {result.status!r}")
-            return "" if result.output is None else result.output
-
-        delegate.__doc__ = (
-            f"{description or f'Ask the {self.name} agent to do a task.'}\n\n"
-            "Args:\n    task: what the agent should do, in plain words."
-        )
-        # Re-running it after a crash resumes the same child run (its own journal settles its effects).
-        contract.setdefault("effect", "idempotent")
-        made = tool(name=name or self.name, **contract)(delegate)
-        return dataclasses.replace(made, agent=self, continues=continues)
+        return agent_tool(self, name, description, continues=continues, **contract)

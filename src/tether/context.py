@@ -97,7 +97,3 @@ class Context:
         if not isinstance(data, list):
             raise ValueError(f"a context must be a JSON list, got {type(data).__name__}")
         return cls(Message.from_dict(d) for d in data)
-
-    def to_openai(self) -> list[dict[str, Any]]:
-        """The messages in the OpenAI chat-completions wire shape."""
-        return [m.to_openai() for m in self]

@@ -1,6 +1,6 @@
 """Events: every step of a run, as a typed, JSON-ready value.
 
-The loop (:mod:`tether.run`) is an async generator of these events. The same
+The loop (:mod:`tether._loop.run`) is an async generator of these events. The same
 vocabulary serves streaming, logging, the run store, the CLI and tests. Each
 event is a frozen dataclass with a ``kind`` tag; :func:`to_dict` and
 :func:`from_dict` convert losslessly. Payloads are typed: a decision is a

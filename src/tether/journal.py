@@ -130,7 +130,7 @@ class Journal:
         j.steps, j.tool_calls, j.usage, j.status = state.steps, state.tool_calls, state.usage, state.status
         j.usage_by_model = {"": state.usage} if state.usage != Usage() else {}  # a state keeps the total only
         j.paused_at = state.paused_at
-        j.pending = {p.call.id: p for p in state.pending}
+        j.pending = {p.call.id: p for p in state.open_calls}
         j.call_ids = {c.id for m in state.messages for c in m.tool_calls}
         j.decisions = {d.call_id: d for d in state.decisions}
         j.context = Context(state.messages)
@@ -255,7 +255,7 @@ class Journal:
         return RunState(
             run_id=self.run_id,
             messages=messages,
-            pending=tuple(self.pending.values()),
+            open_calls=tuple(self.pending.values()),
             decisions=tuple(self.decisions.values()),
             steps=self.steps,
             tool_calls=self.tool_calls,

@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from ._schema.strictjson import check_keys
 from .parts import MAX_PARTS, Part, check_parts, content_of, describe, part_from_dict
-from .strictjson import check_keys
 
 __all__ = ["Message", "ROLES", "Reasoning", "Role", "ToolCall", "Usage", "check_keys", "new_call_id"]
 
@@ -260,28 +260,6 @@ class Message:
             model=_opt_str(data, "model"),
         )
 
-    def to_openai(self) -> dict[str, Any]:
-        """This message in the OpenAI chat-completions wire shape.
-
-        Images become ``image_url`` parts and files ``file`` parts of a user
-        note; elsewhere (a tool result, an assistant note) the wire takes text
-        only, so parts are described there (a provider sends a tool's images in
-        a user note after the results: :mod:`tether.providers`).
-        """
-        content: str | list[dict[str, Any]] = self.content if isinstance(self.content, str) else self.text
-        if not isinstance(self.content, str) and self.role == "user":
-            content = _openai_parts(self.content)
-        if self.role == "tool":
-            return {"role": "tool", "tool_call_id": self.tool_call_id, "content": content}
-        data: dict[str, Any] = {"role": self.role, "content": content}
-        if self.tool_calls:
-            data["content"] = content or None
-            data["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in self.tool_calls
-            ]
-        return data
-
 
 _USAGE_KEYS = frozenset(f.name for f in fields(Usage))
 _REASONING_KEYS = frozenset(f.name for f in fields(Reasoning))
@@ -308,21 +286,6 @@ def _content(value: Any) -> str | tuple[Part, ...]:
 
 def _dicts(parts: tuple[Part, ...]) -> list[dict[str, Any]]:
     return [p.to_dict() for p in parts]
-
-
-def _openai_parts(parts: tuple[Part, ...]) -> list[dict[str, Any]]:
-    """Parts as OpenAI chat-completions content parts (``text``, ``image_url``, ``file``)."""
-    out: list[dict[str, Any]] = []
-    for p in parts:
-        if p.type == "text":
-            out.append({"type": "text", "text": p.text})  # type: ignore[union-attr]
-        elif p.type == "image":
-            out.append({"type": "image_url", "image_url": {"url": p.data_url}})  # type: ignore[union-attr]
-        else:
-            file: dict[str, Any] = {"filename": p.name} if p.name else {}  # type: ignore[union-attr]
-            file["file_data"] = p.data_url  # type: ignore[union-attr]
-            out.append({"type": "file", "file": file})
-    return out
 
 
 def _opt_str(data: dict[str, Any], key: str) -> str | None:

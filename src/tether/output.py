@@ -11,7 +11,7 @@ ends the run, and its JSON is the call's result in the notebook and the
 The loop treats it like any tool, with two additions it reads from here:
 
 * a call that fails validation is a note naming each bad field with its
-  resolved schema (:mod:`tether._notes`); a text reply is refused with a note
+  resolved schema (:mod:`tether._schema.notes`); a text reply is refused with a note
   (:meth:`OutputSpec.refusal`); after ``retries`` such notes more the run ends
   ``failed`` (:meth:`OutputSpec.exhausted`);
 * a child run with an output type answers its parent with the JSON.
@@ -33,11 +33,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._schema.signature import strip_titles
 from .context import Context
 from .events import Failed, Noted
 from .exceptions import UserError
 from .messages import Message
-from .tools import ArgumentsInvalid, Tool, _strip_titles
+from .tools import ArgumentsInvalid, Tool
 
 __all__ = ["OUTPUT_TOOL", "OutputSpec", "OutputTool", "with_output"]
 
@@ -86,7 +87,7 @@ class OutputSpec:
         except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
             raise UserError(f"output_type {output_type!r} has no JSON Schema pydantic can build: {exc}") from exc
         about = schema.get("description", "")
-        _strip_titles(schema)
+        strip_titles(schema)
         self.wrapped = not (schema.get("type") == "object" and "properties" in schema)
         if self.wrapped:  # tool parameters are an object: put the value under one key
             defs = schema.pop("$defs", None)
@@ -128,7 +129,7 @@ class OutputSpec:
 
     def shown(self) -> str:
         """The tool's schema as a note shows it: every ``$ref`` written out (small models cannot follow one)."""
-        from ._notes import inline
+        from ._schema.notes import inline
 
         text = json.dumps(inline(self.schema, self.schema), sort_keys=True, ensure_ascii=False)
         return text if len(text) <= 3000 else text[:3000] + " ...(cut)"

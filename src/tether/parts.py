@@ -28,7 +28,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .strictjson import check_keys
+from ._schema.strictjson import check_keys
 
 if TYPE_CHECKING:
     from pathlib import Path

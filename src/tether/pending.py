@@ -1,37 +1,76 @@
-"""An open call and a person's answer to it: the two values a pause is made of.
+"""An open call, a person's choice on it, and the recorded answer: the values a pause is made of.
 
 A :class:`PendingCall` is a call of the current turn with no result yet (in a
 run tree, an open item of a child run, addressed by its path). A
-:class:`Decision` is a person's answer to one, bound to the run, the call id, a
-hash of the exact arguments they were shown and the state version; signed with
-the run's key when it has one.
+:class:`Choice` is what a person chose for one item: a verdict and its one
+payload. :data:`VERBS` is the one table of verdicts: the items each fits, the
+payload each takes. A :class:`Decision` is a choice as recorded, bound to the
+run, the call id, a hash of the exact arguments the person was shown and the
+state version; signed with the run's key when it has one.
 
 >>> verdicts_for("started"), verdicts_for("awaiting-answer")
 (('retry', 'skip'), ('answer',))
+>>> VERBS["deny"].takes
+'message'
 """
 
 from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, get_args
 
+from ._schema.strictjson import args_hash, expiry, literal, mac, strings, typed
 from .exceptions import StateError, StateTampered
 from .messages import ToolCall, check_keys
-from .strictjson import args_hash, expiry, literal, mac, strings, typed
 
-__all__ = ["CallStatus", "Decision", "PendingCall", "Verdict", "verdicts_for"]
+__all__ = ["VERBS", "CallStatus", "Choice", "Decision", "Payload", "PendingCall", "Verb", "Verdict", "verdicts_for"]
 
 CallStatus = Literal["proposed", "awaiting-approval", "awaiting-answer", "started", "delegated"]
 Verdict = Literal["approve", "deny", "retry", "skip", "answer"]
+Payload = Literal["args", "message", "answer", "nothing"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verb:
+    """What one verdict fits and takes: the table :data:`VERBS` holds one per verdict.
+
+    ``fits`` are the statuses of the items it decides; ``takes`` its one payload:
+    edited ``args`` (optional), a ``message`` for the model (optional), an
+    ``answer`` (required) or ``nothing``. ``done`` and ``says`` are its words
+    for people: how it reads once given, and what it does.
+
+    >>> VERBS["skip"].fits, VERBS["skip"].done
+    (('started',), 'skipped')
+    """
+
+    fits: tuple[CallStatus, ...]
+    takes: Payload
+    done: str
+    says: str
+
+
+_ASKED: tuple[CallStatus, ...] = ("proposed", "awaiting-approval", "delegated")
+VERBS: Mapping[Verdict, Verb] = MappingProxyType(
+    {
+        "approve": Verb(_ASKED, "args", "approved", "Approve a call, optionally with edited arguments."),
+        "deny": Verb(_ASKED, "message", "denied", "Deny a call; the model reads your message and carries on."),
+        "retry": Verb(("started",), "nothing", "set to run again", "Run again a call whose outcome is unknown."),
+        "skip": Verb(("started",), "message", "skipped", "Do not run again a call whose outcome is unknown."),
+        "answer": Verb(("awaiting-answer",), "answer", "answered", "Answer a question a run asks."),
+    }
+)
+"""Every verdict a person can give, in the order they are offered (a test keeps it equal to :data:`Verdict`)."""
+
+_FITTING = {s: tuple(v for v, verb in VERBS.items() if s in verb.fits) for s in get_args(CallStatus)}
 
 
 def verdicts_for(status: CallStatus) -> tuple[Verdict, ...]:
     """The verdicts that fit a call: retry/skip once it started, answer a question, approve/deny the rest."""
-    if status == "started":
-        return ("retry", "skip")
-    return ("answer",) if status == "awaiting-answer" else ("approve", "deny")
+    return _FITTING[status]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +122,43 @@ class PendingCall:
         note = typed(data, "note", str) if "note" in data else ""
         path, where = (strings(data, name) for name in ("path", "where"))
         return cls(call, literal(data, "status", CallStatus), typed(data, "attempts", int), note, path, where)
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """What a person chose for one open item: a verdict, the item's id, and the one payload the verdict takes.
+
+    ``item`` is a call id, or a path into a child run (``c1/c7``). The payload
+    is checked here, once, against :data:`VERBS`: ``args`` (edited arguments)
+    only with ``approve``, ``message`` only with ``deny`` and ``skip``, and an
+    ``answer`` (never None) only with ``answer``. ``args_hash`` is the hash of
+    the arguments the person was shown; when given, deciding refuses an item
+    whose arguments differ. Record it with :meth:`RunState.decide` or
+    :func:`~tether.record_decisions`.
+
+    >>> Choice("deny", "c1", message="too much").message
+    'too much'
+    >>> Choice("retry", "c1", message="why")
+    Traceback (most recent call last):
+    tether.exceptions.StateError: verdict 'retry' takes no message
+    """
+
+    verdict: Verdict
+    item: str
+    args: dict[str, Any] | None = None
+    message: str = ""
+    answer: Any = None
+    args_hash: str = ""
+
+    def __post_init__(self) -> None:
+        verb = VERBS.get(self.verdict)
+        if verb is None:
+            raise StateError(f"unknown verdict {self.verdict!r}; one of {', '.join(VERBS)}")
+        given = {"args": self.args is not None, "message": bool(self.message), "answer": self.answer is not None}
+        if extra := [name for name, there in given.items() if there and name != verb.takes]:
+            raise StateError(f"verdict {self.verdict!r} takes no {extra[0]}")
+        if verb.takes == "answer" and self.answer is None:
+            raise StateError("an answer cannot be None")
 
 
 @dataclass(frozen=True, slots=True)

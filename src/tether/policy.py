@@ -19,10 +19,9 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
-from urllib.parse import urlsplit
 
 from .context import Context
-from .exceptions import ModelRequestsBlocked, UserError
+from .exceptions import UserError
 from .messages import Message, ToolCall
 from .tools import Tool
 
@@ -32,8 +31,6 @@ __all__ = [
     "Move",
     "Policy",
     "ask",
-    "check_model_request",
-    "set_model_requests_blocked",
     "to_message",
     "unique_call_ids",
 ]
@@ -133,26 +130,6 @@ async def ask(policy: Policy, context: Context, tools: Sequence[Tool]) -> AsyncI
     if final is None:
         raise UserError(f"{type(policy).__name__}.stream ended without a final Message")
     yield final
-
-
-# Tests block real model requests; loopback servers (fakes, local models) stay allowed.
-_requests_blocked = False
-_LOOPBACK = frozenset(("127.0.0.1", "localhost", "::1", "[::1]"))
-
-
-def set_model_requests_blocked(blocked: bool) -> None:
-    """Block (or allow again) provider requests to anything but loopback."""
-    global _requests_blocked
-    _requests_blocked = blocked
-
-
-def check_model_request(url: str) -> None:
-    """Raise :class:`ModelRequestsBlocked` if requests to ``url`` are blocked."""
-    if _requests_blocked and (urlsplit(url).hostname or "") not in _LOOPBACK:
-        raise ModelRequestsBlocked(
-            f"a real model request to {url!r} was blocked: tests must use tether.testing "
-            "policies or a loopback server (see tether.testing.block_model_requests)"
-        )
 
 
 def unique_call_ids(message: Message, seen: set[str]) -> Message:

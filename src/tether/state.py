@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import hmac
 import time
+import warnings
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
-from .exceptions import StateError, StateIncompatible, StateTampered
-from .messages import Message, Usage, check_keys
-from .pending import CallStatus, Decision, PendingCall, Verdict, verdicts_for
-from .strictjson import (
+from ._schema.strictjson import (
     args_hash,
     canonical_json,
     depth_ok,
@@ -31,12 +29,16 @@ from .strictjson import (
     typed,
     utf8_size,
 )
+from .exceptions import StateError, StateIncompatible, StateTampered
+from .messages import Message, Usage, check_keys
+from .pending import CallStatus, Choice, Decision, PendingCall, Verdict, verdicts_for
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_STATE_BYTES",
     "SCHEMA_VERSION",
     "CallStatus",
+    "Choice",
     "Decision",
     "PendingCall",
     "RunState",
@@ -68,14 +70,14 @@ class RunState:
     >>> agent = Agent(ScriptedModel([Action("refund", {"order": "A1"}), "Done."]), [refund])
     >>> paused = agent.run_sync("Refund A1")
     >>> blob = paused.state.to_json()                   # plain JSON: keep it anywhere
-    >>> state = RunState.from_json(blob).approve(paused.pending[0].call.id)
+    >>> state = RunState.from_json(blob).approve(paused.open_calls[0].call.id)
     >>> agent.run_sync(state).output
     'Done.'
     """
 
     run_id: str
     messages: tuple[Message, ...]
-    pending: tuple[PendingCall, ...] = ()
+    open_calls: tuple[PendingCall, ...] = ()  # this run's own (JSON: "pending"); the tree's open items: items()
     decisions: tuple[Decision, ...] = ()
     steps: int = 0
     tool_calls: int = 0
@@ -90,8 +92,19 @@ class RunState:
     parent_call: str = ""  # in a child run: the id of the parent's call that delegated to it
     children: tuple[RunState, ...] = ()  # the child runs of delegated calls that have not finished
 
+    @property
+    def pending(self) -> tuple[PendingCall, ...]:
+        """Deprecated: this run's own open calls, now :attr:`open_calls` (the tree's open items: :meth:`items`)."""
+        warnings.warn(
+            "RunState.pending is deprecated: use RunState.open_calls (this run's own open calls) "
+            "or RunState.items() (every open item of the run tree)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.open_calls
+
     def pending_call(self, call_id: str) -> PendingCall:
-        for p in self.pending:
+        for p in self.open_calls:
             if p.call.id == call_id:
                 return p
         open_ids = [p.id for p in self.items()]
@@ -115,13 +128,13 @@ class RunState:
     def items(self) -> tuple[PendingCall, ...]:
         """Every open item of the run tree, each with its path from this run (delegated calls
         themselves are not items: what waits is inside their child runs)."""
-        own = tuple(replace(p, where=(self.agent,) if self.agent and self.children else ()) for p in self.pending)
+        own = tuple(replace(p, where=(self.agent,) if self.agent and self.children else ()) for p in self.open_calls)
         found = [p for p in own if p.status != "delegated"]
         for c in self.children:
             for item in c.items():
                 where = (self.agent or "agent", *(item.where or (c.agent or "agent",)))
                 found.append(replace(item, path=(c.parent_call, *item.path), where=where))
-        return tuple(found) if self.children else self.pending
+        return tuple(found) if self.children else self.open_calls
 
     @property
     def total_usage(self) -> Usage:
@@ -143,6 +156,49 @@ class RunState:
 
     # -- decisions ---------------------------------------------------------
 
+    def decide(self, choice: Choice, *, by: str = "", key: bytes | None = None, ttl: float | None = None) -> RunState:
+        """This state with one more decision: ``choice`` on the open item it names, by ``by``.
+
+        The item may wait in a child run (its id is then a path: ``c1/c7``); the
+        verdict must fit the item (:data:`~tether.pending.VERBS`), and when the
+        choice names the ``args_hash`` the person was shown, it must still be the
+        item's. With ``key`` the decision is signed; with ``ttl`` it expires after
+        that many seconds. A decision already recorded for the item is replaced.
+
+        >>> from tether import Choice, PendingCall, ToolCall
+        >>> state = RunState("r1", (), open_calls=(PendingCall(ToolCall("c1", "refund", "{}"), "awaiting-approval"),))
+        >>> state.decide(Choice("deny", "c1", message="not today"), by="ana").decision("c1").message
+        'not today'
+        """
+        head, sep, rest = choice.item.partition("/")
+        if sep:  # an item of a child run: decide there, keep the tree
+            child = self.child(head).decide(replace(choice, item=rest), by=by, key=key, ttl=ttl)
+            return replace(self, children=tuple(child if c.parent_call == head else c for c in self.children))
+        p = self.pending_call(choice.item)
+        wanted = verdicts_for(p.status)
+        if choice.verdict not in wanted:
+            raise StateError(
+                f"call {choice.item!r} is {p.status!r}: decide it with {' or '.join(wanted)}, not {choice.verdict!r}"
+            )
+        if choice.args_hash and not hmac.compare_digest(choice.args_hash, p.args_hash):
+            raise StateError(f"call {choice.item!r} is not what the person was shown (its arguments' hash differs)")
+        d = Decision(
+            run_id=self.run_id,
+            call_id=choice.item,
+            verdict=choice.verdict,
+            args_hash=p.args_hash,
+            state_seq=self.seq,
+            args=choice.args,
+            message=choice.message,
+            by=by,
+            expires_at=time.time() + ttl if ttl is not None else None,
+            answer=choice.answer,
+        )
+        if key is not None:
+            d = d.sign(key)
+        kept = tuple(x for x in self.decisions if x.call_id != choice.item)
+        return replace(self, decisions=(*kept, d))
+
     def approve(
         self,
         call_id: str,
@@ -153,7 +209,7 @@ class RunState:
         ttl: float | None = None,
     ) -> RunState:
         """Approve a call, optionally with edited arguments (validated again on resume)."""
-        return self._decide(call_id, "approve", args=args, by=by, key=key, ttl=ttl)
+        return self.decide(Choice("approve", call_id, args=args), by=by, key=key, ttl=ttl)
 
     def deny(
         self,
@@ -165,62 +221,21 @@ class RunState:
         ttl: float | None = None,
     ) -> RunState:
         """Deny a call; ``message`` becomes the call's result, for the model to read."""
-        return self._decide(call_id, "deny", message=message, by=by, key=key, ttl=ttl)
+        return self.decide(Choice("deny", call_id, message=message), by=by, key=key, ttl=ttl)
 
     def answer(
         self, call_id: str, answer: Any, *, by: str = "", key: bytes | None = None, ttl: float | None = None
     ) -> RunState:
         """Answer a question (text, or JSON that fits the question's answer schema); it becomes the result."""
-        if answer is None:
-            raise StateError("an answer cannot be None")
-        return self._decide(call_id, "answer", answer=answer, by=by, key=key, ttl=ttl)
+        return self.decide(Choice("answer", call_id, answer=answer), by=by, key=key, ttl=ttl)
 
     def retry(self, call_id: str, *, by: str = "", key: bytes | None = None) -> RunState:
         """Run again a ``once`` call whose outcome is unknown after a crash."""
-        return self._decide(call_id, "retry", by=by, key=key)
+        return self.decide(Choice("retry", call_id), by=by, key=key)
 
     def skip(self, call_id: str, message: str = "", *, by: str = "", key: bytes | None = None) -> RunState:
         """Do not run again a call whose outcome is unknown; ``message`` goes to the model."""
-        return self._decide(call_id, "skip", message=message, by=by, key=key)
-
-    def _decide(
-        self,
-        call_id: str,
-        verdict: Verdict,
-        *,
-        args: dict[str, Any] | None = None,
-        message: str = "",
-        by: str = "",
-        key: bytes | None = None,
-        ttl: float | None = None,
-        answer: Any = None,
-    ) -> RunState:
-        head, sep, rest = call_id.partition("/")
-        if sep:  # an item of a child run: decide there, keep the tree
-            child = self.child(head)._decide(
-                rest, verdict, args=args, message=message, by=by, key=key, ttl=ttl, answer=answer
-            )
-            return replace(self, children=tuple(child if c.parent_call == head else c for c in self.children))
-        p = self.pending_call(call_id)
-        wanted = verdicts_for(p.status)
-        if verdict not in wanted:
-            raise StateError(f"call {call_id!r} is {p.status!r}: decide it with {' or '.join(wanted)}, not {verdict!r}")
-        d = Decision(
-            run_id=self.run_id,
-            call_id=call_id,
-            verdict=verdict,
-            args_hash=p.args_hash,
-            state_seq=self.seq,
-            args=args,
-            message=message,
-            by=by,
-            expires_at=time.time() + ttl if ttl is not None else None,
-            answer=answer,
-        )
-        if key is not None:
-            d = d.sign(key)
-        kept = tuple(x for x in self.decisions if x.call_id != call_id)
-        return replace(self, decisions=(*kept, d))
+        return self.decide(Choice("skip", call_id, message=message), by=by, key=key)
 
     # -- integrity ---------------------------------------------------------
 
@@ -251,7 +266,7 @@ class RunState:
     def check_decisions(self) -> None:
         """Each decision must name an open call of its run, once, by its exact arguments."""
         for c in self.children:  # a delegated call that resumed its child is "started" again, child kept
-            if c.parent_call not in {p.call.id for p in self.pending if p.status in ("delegated", "started")}:
+            if c.parent_call not in {p.call.id for p in self.open_calls if p.status in ("delegated", "started")}:
                 raise StateTampered(f"run state {self.run_id!r} has a child run for no delegated call")
             c.check_decisions()
         ids = [d.call_id for d in self.decisions]
@@ -279,7 +294,7 @@ class RunState:
     # -- JSON --------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        data = {name: _encode(getattr(self, name)) for name in _STATE_KEYS_ORDERED}
+        data = {_KEYS.get(name, name): _encode(getattr(self, name)) for name in _STATE_FIELDS}
         for name in _OPTIONAL_STATE_KEYS:  # kept out when empty: only a tree of runs has them
             if not data[name]:
                 del data[name]
@@ -321,7 +336,7 @@ class RunState:
             return cls(
                 run_id=typed(data, "run_id", str),
                 messages=tuple(Message.from_dict(m) for m in typed(data, "messages", list)),
-                pending=tuple(PendingCall.from_dict(p) for p in typed(data, "pending", list)),
+                open_calls=tuple(PendingCall.from_dict(p) for p in typed(data, "pending", list)),
                 decisions=tuple(Decision.from_dict(d) for d in typed(data, "decisions", list)),
                 steps=typed(data, "steps", int),
                 tool_calls=typed(data, "tool_calls", int),
@@ -342,8 +357,9 @@ class RunState:
 
 
 # Field lists come from the dataclasses, so a new field cannot be forgotten in one of them.
-_STATE_KEYS_ORDERED = ("schema_version", *(f.name for f in fields(RunState) if f.name != "schema_version"))
-_STATE_KEYS = frozenset(_STATE_KEYS_ORDERED)
+_STATE_FIELDS = ("schema_version", *(f.name for f in fields(RunState) if f.name != "schema_version"))
+_KEYS = {"open_calls": "pending"}  # a field's JSON key, where the two differ (stored states keep loading)
+_STATE_KEYS = frozenset(_KEYS.get(name, name) for name in _STATE_FIELDS)
 _OPTIONAL_STATE_KEYS = ("parent_call", "children")
 
 

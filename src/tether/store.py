@@ -14,27 +14,43 @@ expired one is taken over. An append that names a lease is refused unless that
 lease is still the run's current one, so a stalled worker whose lease was
 taken over cannot commit; fencing by position stays the last line of defence.
 
-The Protocol lives in the core so that the loop depends on no implementation;
-:mod:`tether.stores` has them (memory, SQLite, PostgreSQL) and re-exports these
-names. :func:`record_decisions` is how a person's decision reaches a stored run
-from any process, without running the agent.
+A store that can also say which runs change, whoever wrote them, is a
+:class:`ChangeFeed` (all three shipped stores are): ``tether serve`` and the
+dispatch sweeper listen to it and act on a decision at once; without it they
+sweep every few seconds. :class:`StoreWrapper` hands every call to another
+store, for wrappers that change one or two of them.
+
+The Protocols live in the core so that the loop depends on no implementation;
+:mod:`tether.stores` has them (memory, SQLite, PostgreSQL), the rules they
+share (:mod:`tether.stores.rules`) and re-exports these names.
+:func:`record_decisions` is how a person's decision reaches a stored run from
+any process, without running the agent.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from .events import ApprovalDecided, Event
 from .exceptions import LeaseConflict, StateError
 from .journal import state_of
 from .leases import Lease, gone
-from .state import Decision, RunState
+from .state import Choice, Decision, RunState
 
-__all__ = ["Lease", "RunInfo", "RunStore", "SessionInfo", "load_tree", "record_decisions"]
+__all__ = [
+    "ChangeFeed",
+    "Lease",
+    "RunInfo",
+    "RunStore",
+    "SessionInfo",
+    "StoreWrapper",
+    "load_tree",
+    "record_decisions",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +83,12 @@ class SessionInfo:
 
 
 class RunStore(Protocol):
-    """Where runs are journaled; see the module docstring for the contract."""
+    """Where runs are journaled; see the module docstring for the contract.
+
+    The rules every backend keeps (fencing, leases, sessions, status) are
+    written once in :mod:`tether.stores.rules`; ``tests/stores`` holds a
+    backend to all of them.
+    """
 
     async def append(
         self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
@@ -93,7 +114,12 @@ class RunStore(Protocol):
         ...
 
     async def load(self, run_id: str) -> list[Event]:
-        """Every committed event of the run, in order ([] if unknown)."""
+        """Every committed event of the run, in order ([] if unknown).
+
+        A part (image, file) that many events name comes back as one bytes
+        object: a store that decodes stored JSON does so under
+        :func:`tether.parts.shared`.
+        """
         ...
 
     async def get(self, run_id: str) -> RunInfo | None: ...
@@ -117,21 +143,111 @@ class RunStore(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class ChangeFeed(Protocol):
+    """A store that reports which runs change: the optional part of the contract.
+
+    Test for it with ``isinstance(store, ChangeFeed)``; a store without it
+    still works everywhere, its changes are found by sweeping.
+
+    >>> from tether.stores.memory import MemoryStore
+    >>> isinstance(MemoryStore(), ChangeFeed)
+    True
+    """
+
+    def changes(self, *, interval: float = 0.2) -> AsyncIterator[str]:
+        """The id of each run as its appends commit, made through any store object or process.
+
+        A run may be reported more than once, never missed while the iterator
+        runs (a store that polls looks every ``interval`` seconds). The feed
+        may end, or miss changes across a broken connection: a consumer also
+        looks at the runs now and then.
+        """
+        ...
+
+
+class StoreWrapper:
+    """A store that hands every call to ``inner``: subclass it and override what you change.
+
+    >>> import asyncio
+    >>> from tether.stores.memory import MemoryStore
+    >>> from tether.events import RunStarted
+    >>> class Counting(StoreWrapper):
+    ...     appends = 0
+    ...     async def append(self, run_id, events, *, expected_seq, lease=None):
+    ...         self.appends += 1
+    ...         return await super().append(run_id, events, expected_seq=expected_seq, lease=lease)
+    >>> store = Counting(MemoryStore())
+    >>> asyncio.run(store.append("r1", [RunStarted("r1")], expected_seq=0)), store.appends
+    (1, 1)
+    """
+
+    def __init__(self, inner: RunStore) -> None:
+        self.inner = inner
+
+    async def append(
+        self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
+    ) -> int:
+        return await self.inner.append(run_id, events, expected_seq=expected_seq, lease=lease)
+
+    async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
+        return await self.inner.acquire(run_id, owner, ttl, take_over=take_over)
+
+    async def release(self, lease: Lease) -> None:
+        await self.inner.release(lease)
+
+    async def load(self, run_id: str) -> list[Event]:
+        return await self.inner.load(run_id)
+
+    async def get(self, run_id: str) -> RunInfo | None:
+        return await self.inner.get(run_id)
+
+    async def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
+        return await self.inner.list_runs(status, limit)
+
+    async def delete(self, run_id: str) -> None:
+        await self.inner.delete(run_id)
+
+    async def sessions(self, name: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        return await self.inner.sessions(name, limit)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def changes(self, *, interval: float = 0.2) -> AsyncIterator[str]:
+        """The inner store's :class:`ChangeFeed`; a feed that ends at once when it has none."""
+        if isinstance(self.inner, ChangeFeed):
+            return self.inner.changes(interval=interval)
+        return _no_changes()
+
+
+async def _no_changes() -> AsyncIterator[str]:
+    return
+    yield  # an async generator that ends at once
+
+
 async def record_decisions(
-    store: RunStore, run_id: str, decide: Callable[[RunState], RunState], *, replace: bool = False
+    store: RunStore,
+    run_id: str,
+    decide: Choice | Sequence[Choice] | Callable[[RunState], RunState],
+    *,
+    by: str = "",
+    key: bytes | None = None,
+    replace: bool = False,
 ) -> RunState:
     """Decide on a stored run without running it: the approval inbox's one operation.
 
-    Rebuilds the run's state from its journal, applies ``decide`` (for example
-    ``lambda s: s.approve(call_id, key=key)``), and appends one ``approval-decided``
-    event per new decision at the state's position, so a decision made while
-    another process advanced the run is refused (``LeaseConflict``) instead of
-    landing on a state nobody saw. A recorded decision is final until it is
-    spent: changing it raises :class:`~tether.StateError` unless ``replace=True``.
-    Resume the run by id to act on it.
+    Rebuilds the run's state from its journal, applies ``decide`` (one
+    :class:`~tether.Choice` or several, made ``by`` a person and signed with
+    ``key``; or a function of the state, for example ``lambda s: s.approve(call_id)``),
+    and appends one ``approval-decided`` event per new decision at the state's
+    position, so a decision made while another process advanced the run is
+    refused (``LeaseConflict``) instead of landing on a state nobody saw. A
+    recorded decision is final until it is spent: changing it raises
+    :class:`~tether.StateError` unless ``replace=True``. Resume the run by id to act on it.
 
     >>> import asyncio
-    >>> from tether import Action, Agent, tool
+    >>> from tether import Action, Agent, Choice, tool
     >>> from tether.stores.memory import MemoryStore
     >>> from tether.testing import ScriptedModel
     >>> @tool(approval=True)
@@ -140,12 +256,12 @@ async def record_decisions(
     >>> store = MemoryStore()
     >>> paused = Agent(ScriptedModel([Action("refund", {"order": "A1"})]), [refund], store=store).run_sync(
     ...     "Refund A1", run_id="r1")
-    >>> decided = asyncio.run(record_decisions(store, "r1", lambda s: s.approve(s.pending[0].call.id, by="ana")))
+    >>> decided = asyncio.run(record_decisions(store, "r1", Choice("approve", paused.items[0].id), by="ana"))
     >>> Agent(ScriptedModel(["Done."]), [refund], store=store).run_sync(run_id="r1").output
     'Done.'
     """
     state = await load_tree(store, run_id)
-    decided = decide(state)
+    decided = decide(state) if callable(decide) else _chosen(state, decide, by, key)
     writes = list(_new_decisions(state, decided, replace))
     for run, _ in writes:  # nothing is recorded on a run a worker is advancing: its open calls may be running
         await _check_waiting(store, run)
@@ -153,6 +269,12 @@ async def record_decisions(
     for run, new in writes:  # each run's decisions go to its own journal, at the position it was seen
         await store.append(run.run_id, [ApprovalDecided(d, at=now) for d in new], expected_seq=run.seq)
     return decided
+
+
+def _chosen(state: RunState, choices: Choice | Sequence[Choice], by: str, key: bytes | None) -> RunState:
+    for choice in (choices,) if isinstance(choices, Choice) else choices:
+        state = state.decide(choice, by=by, key=key)
+    return state
 
 
 async def _check_waiting(store: RunStore, run: RunState) -> None:

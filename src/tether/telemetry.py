@@ -50,6 +50,7 @@ from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .agent import Settings
 from .cost import Price, total_cost
 from .events import (
     TERMINAL,
@@ -71,7 +72,6 @@ from .events import (
 from .exceptions import import_extra, install_hint
 from .journal import next_status
 from .messages import Message, Usage
-from .run import Settings
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def export(
 class Spans:
     """Builds the spans of one run from its committed events, one event at a time.
 
-    A :class:`tether.run.Watcher`: :meth:`event` for each committed event, then
+    A :class:`tether.Watcher`: :meth:`event` for each committed event, then
     :meth:`close`, which ends any span still open (as ``interrupted``: the run
     stopped without a closing event, e.g. its process died or its store failed).
     """

@@ -3,7 +3,8 @@
 * :class:`ScriptedModel`: canned replies, in order; loud when it runs out, and
   :meth:`ScriptedModel.assert_consumed` is loud about replies left over.
 * :class:`~tether.policy.FunctionPolicy`: a plain-Python brain.
-* :func:`block_model_requests`: make any real (non-loopback) model request fail.
+* :func:`block_model_requests`: make any real (non-loopback) model request fail
+  (providers ask :func:`check_model_request` before each one).
 * :class:`CrashingStore`: a store that "dies" right after a commit, to test
   that a run resumes from its store with nothing lost.
 
@@ -18,17 +19,25 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any
+from urllib.parse import urlsplit
 
 from .context import Context
 from .events import Event
-from .exceptions import ScriptExhausted
+from .exceptions import ModelRequestsBlocked, ScriptExhausted
 from .messages import Message
-from .policy import Action, FunctionPolicy, Move, set_model_requests_blocked, to_message
-from .store import Lease, RunStore
+from .policy import Action, FunctionPolicy, Move, to_message
+from .store import Lease, RunStore, StoreWrapper
 from .tools import Tool
 
-__all__ = ["Action", "CrashingStore", "FunctionPolicy", "ScriptedModel", "SimulatedCrash", "block_model_requests"]
+__all__ = [
+    "Action",
+    "CrashingStore",
+    "FunctionPolicy",
+    "ScriptedModel",
+    "SimulatedCrash",
+    "block_model_requests",
+    "check_model_request",
+]
 
 
 class ScriptedModel:
@@ -78,6 +87,11 @@ class ScriptedModel:
         return f"ScriptedModel({len(self.replies)} replies, {self.remaining} left)"
 
 
+# Tests block real model requests; loopback servers (fakes, local models) stay allowed.
+_blocked = False
+_LOOPBACK = frozenset(("127.0.0.1", "localhost", "::1", "[::1]"))
+
+
 @contextlib.contextmanager
 def block_model_requests(blocked: bool = True) -> Iterator[None]:
     """Within the block, provider requests to non-loopback hosts raise.
@@ -85,21 +99,33 @@ def block_model_requests(blocked: bool = True) -> Iterator[None]:
     >>> with block_model_requests():
     ...     pass  # run your agent tests here
     """
-    from . import policy
-
-    previous = policy._requests_blocked
-    set_model_requests_blocked(blocked)
+    global _blocked
+    previous, _blocked = _blocked, blocked
     try:
         yield
     finally:
-        set_model_requests_blocked(previous)
+        _blocked = previous
+
+
+def check_model_request(url: str) -> None:
+    """Raise :class:`~tether.exceptions.ModelRequestsBlocked` if requests to ``url`` are blocked
+    (every provider asks before each request it sends).
+
+    >>> with block_model_requests():
+    ...     check_model_request("http://127.0.0.1:8080/v1/chat/completions")  # loopback: allowed
+    """
+    if _blocked and (urlsplit(url).hostname or "") not in _LOOPBACK:
+        raise ModelRequestsBlocked(
+            f"a real model request to {url!r} was blocked: tests must use tether.testing "
+            "policies or a loopback server (see tether.testing.block_model_requests)"
+        )
 
 
 class SimulatedCrash(Exception):
     """Raised by :class:`CrashingStore` where a real worker would have been killed."""
 
 
-class CrashingStore:
+class CrashingStore(StoreWrapper):
     """Wraps a store; commits normally, then raises :class:`SimulatedCrash` right after
     committing the first event ``after`` matches (an event kind or a predicate);
     with ``repeat=True``, after every one.
@@ -125,7 +151,7 @@ class CrashingStore:
     """
 
     def __init__(self, inner: RunStore, after: str | Callable[[Event], bool], *, repeat: bool = False) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.after = after if callable(after) else (lambda ev: ev.kind == after)
         self.repeat = repeat
         self.crashed = False
@@ -139,6 +165,3 @@ class CrashingStore:
             self.crashed = True
             raise SimulatedCrash(f"crashed after committing a {hit.kind!r} event")
         return seq
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)

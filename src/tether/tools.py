@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args, get_origin, get_type_hints, overload
 
-from .docstrings import parse_docstring
+from ._schema.docstrings import parse_docstring
+from ._schema.signature import schema_of, signature_model, strip_titles
 
 if TYPE_CHECKING:
     import pydantic
@@ -200,7 +201,7 @@ class Tool:
 
     def _explain(self, exc: Any, args: Any, check: Callable[[Any], Any] | None = None) -> str:
         """The note the model reads: each bad field, its resolved schema, a corrected example if mechanical."""
-        from ._notes import explain
+        from ._schema.notes import explain
 
         header = f"invalid arguments for tool {self.name!r}:"
         return explain(header, self.parameters, exc.errors(include_url=False), args, check)
@@ -245,7 +246,7 @@ class Tool:
         integer becomes ``5``); ``fn`` gets them as keyword arguments, defaults
         filled in, plus the :class:`Invocation` if it declares a parameter
         annotated with it. The JSON-Schema subset checked is listed in
-        :mod:`tether._jsonschema` and ``docs/mcp.md``.
+        :mod:`tether._schema.check` and ``docs/mcp.md``.
 
         >>> echo = Tool.from_schema("echo", "Say it back.",
         ...     {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
@@ -253,7 +254,7 @@ class Tool:
         >>> echo.validate({"n": "5"})
         {'n': 5}
         """
-        from ._jsonschema import compile_schema
+        from ._schema.check import compile_schema
         from .exceptions import UserError
 
         if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
@@ -341,7 +342,8 @@ def tool(
 
     def build(f: Callable[..., Any]) -> Tool:
         summary, param_docs = parse_docstring(inspect.getdoc(f) or "")
-        validator, inject, deps_type = _signature_model(f, param_docs)
+        validator, aside = signature_model(f, param_docs, _is_invocation)
+        inject, deps_type = (aside[0], _deps_of(aside[1])) if aside else (None, None)
         return Tool(
             name=name or f.__name__,
             description=description if description is not None else summary,
@@ -357,30 +359,6 @@ def tool(
         )
 
     return build(fn) if fn is not None else build
-
-
-def _signature_model(
-    f: Callable[..., Any], param_docs: Mapping[str, str]
-) -> tuple[type[pydantic.BaseModel], str | None, Any]:
-    import pydantic
-
-    from .exceptions import UserError
-
-    hints = get_type_hints(f)
-    fields: dict[str, Any] = {}
-    inject, deps_type = None, None
-    for p in inspect.signature(f).parameters.values():
-        hint = hints.get(p.name, Any)
-        if _is_invocation(hint):
-            inject, deps_type = p.name, _deps_of(hint)
-            continue
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
-            raise UserError(f"tool {f.__name__!r}: parameter {p.name!r} must be a named parameter")
-        default = ... if p.default is p.empty else p.default
-        fields[p.name] = (hint, pydantic.Field(default, description=param_docs.get(p.name)))
-    config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False)
-    model = pydantic.create_model(f"{f.__name__}_args", __config__=config, **fields)
-    return model, inject, deps_type
 
 
 def _is_invocation(hint: Any) -> bool:
@@ -422,30 +400,6 @@ def _name(t: Any) -> str:
     return t.__name__ if isinstance(t, type) else str(t)
 
 
-def schema_of(model: type[pydantic.BaseModel]) -> dict[str, Any]:
-    """The JSON Schema of a pydantic model, without pydantic's generated titles."""
-    schema = model.model_json_schema()
-    _strip_titles(schema)
-    schema.setdefault("properties", {})
-    schema["additionalProperties"] = False
-    return schema
-
-
-def _strip_titles(node: Any) -> None:
-    if isinstance(node, dict):
-        if isinstance(node.get("title"), str):
-            del node["title"]
-        for key, value in node.items():
-            if key in ("properties", "$defs"):
-                for sub in value.values():
-                    _strip_titles(sub)
-            else:
-                _strip_titles(value)
-    elif isinstance(node, list):
-        for item in node:
-            _strip_titles(item)
-
-
 def result_text(value: Any) -> str:
     """How a tool's return value is written into the notebook."""
     if isinstance(value, str):
@@ -477,9 +431,9 @@ def ask_human(
     >>> from tether.testing import ScriptedModel
     >>> agent = Agent(ScriptedModel([Action("ask_human", {"question": "Which size?"}), "Ordered."]), [ask_human()])
     >>> paused = agent.run_sync("order a shirt")
-    >>> paused.pending[0].status, paused.pending[0].call.arguments
+    >>> paused.items[0].status, paused.items[0].call.arguments
     ('awaiting-answer', '{"question": "Which size?"}')
-    >>> done = agent.run_sync(paused.state.answer(paused.pending[0].call.id, "large"))
+    >>> done = agent.run_sync(paused.state.answer(paused.items[0].call.id, "large"))
     >>> done.context[-2].content, done.output
     ('large', 'Ordered.')
     """
@@ -492,5 +446,5 @@ def ask_human(
     made = tool(name=name, effect="none")(ask)
     adapter = pydantic.TypeAdapter(answer)
     schema = adapter.json_schema()
-    _strip_titles(schema)
+    strip_titles(schema)
     return dataclass_replace(made, answer=schema, answer_validator=adapter)

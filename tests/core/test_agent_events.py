@@ -259,7 +259,7 @@ def test_tool_call_budget_stops_before_the_call_and_keeps_it_pending() -> None:
         ]
     )
     assert result.state.tool_calls == 1
-    assert [p.call.id for p in result.pending] == ["call_2_0", "call_2_1"]
+    assert [p.call.id for p in result.items] == ["call_2_0", "call_2_1"]
 
 
 def test_token_budget_ends_the_run() -> None:

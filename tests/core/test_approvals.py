@@ -29,6 +29,7 @@ def make_tools(ran: list[str]):
         ran.append(f"look_up {order_id}")
         return f"{order_id}: $79"
 
+    # Not support.refund: a person edits the amount, and what ran shows the edit.
     @tool(approval=True)
     def refund(order_id: str, amount: int) -> str:
         ran.append(f"refund {order_id} {amount}")
@@ -71,8 +72,8 @@ def test_free_calls_run_and_the_run_pauses_once_listing_every_gated_call() -> No
         "paused",
     ]
     assert result.events[-1].call_ids == ("call_1_1", "call_1_2")
-    assert [p.call.name for p in result.pending] == ["refund", "email"]
-    assert all(p.status == "awaiting-approval" for p in result.pending)
+    assert [p.call.name for p in result.items] == ["refund", "email"]
+    assert all(p.status == "awaiting-approval" for p in result.items)
     # The paused event carries the same state as the result.
     assert result.events[-1].state == result.state
 
@@ -110,7 +111,7 @@ def test_undecided_calls_pause_again_and_nothing_is_dropped() -> None:
     ran: list[str] = []
     agent, _, result = paused_run(ran)
     again = agent.run_sync(result.state.approve("call_1_1"))
-    assert again.status == "paused" and [p.call.id for p in again.pending] == ["call_1_2"]
+    assert again.status == "paused" and [p.call.id for p in again.items] == ["call_1_2"]
     assert ran == ["look_up A1", "refund A1 79"]
     done = agent.run_sync(again.state.approve("call_1_2"))
     assert done.status == "finished" and ran[-1] == "email ann@example.com"
@@ -237,7 +238,7 @@ def test_approval_can_be_decided_by_a_callable_or_an_agent_level_approver() -> N
     model = ScriptedModel([[Action("pay", {"amount": 5}), Action("pay", {"amount": 500}), Action("peek")], "x"])
     result = Agent(model, [pay, peek], approver=lambda t, args, ctx: t.name == "peek").run_sync("go")
     assert ran == ["pay 5"]
-    assert [p.call.id for p in result.pending] == ["call_1_1", "call_1_2"]
+    assert [p.call.id for p in result.items] == ["call_1_1", "call_1_2"]
 
 
 def test_the_state_json_is_plain_and_stable() -> None:

@@ -127,7 +127,7 @@ def test_resuming_without_deps_fails_before_any_tool_runs_and_commits_nothing(tm
     store = SQLiteStore(db)
     from tether import record_decisions
 
-    asyncio.run(record_decisions(store, run_id, lambda state: state.approve(state.pending[0].call.id)))
+    asyncio.run(record_decisions(store, run_id, lambda state: state.approve(state.open_calls[0].call.id)))
     before = asyncio.run(store.load(run_id))
     with pytest.raises(UserError, match=r"tool 'charge' needs run dependencies \(its parameter 'call'"):
         agent.run_sync(run_id=run_id)
@@ -144,7 +144,7 @@ def test_deps_are_never_in_the_store(tmp_path: Path) -> None:
     paused = asyncio.run(store.load(run_id))
     from tether import state_of
 
-    state = state_of(paused).approve(state_of(paused).pending[0].call.id)
+    state = state_of(paused).approve(state_of(paused).open_calls[0].call.id)
     assert agent.run_sync(state, deps=Deps("Ada", MARKER)).status == "finished"
     files = [p for p in tmp_path.iterdir() if p.name.startswith("runs.db")]
     assert files and any(p.name == "runs.db" for p in files)

@@ -14,6 +14,7 @@ from tether.testing import FunctionPolicy, ScriptedModel
 refunds: list[int] = []
 
 
+# Not support.refund: billing's own tool, with the amount the handed-off run refunds.
 @tool(approval=True)
 def issue_refund(amount: int) -> str:
     """Refund (a person approves)."""
@@ -52,8 +53,8 @@ def test_a_transfer_hands_the_same_run_and_notebook_to_the_other_agent() -> None
     assert kinds.index("handed-off") < kinds.index("approval-requested")
     handed = next(e for e in paused.events if isinstance(e, HandedOff))
     assert handed.agent == "billing" and handed.messages[0].content == "You handle money."
-    assert [p.call.name for p in paused.pending] == ["issue_refund"]  # billing's tool, billing's gate
-    done = triage.run_sync(RunState.from_json(paused.state.approve(paused.pending[0].id).to_json()))
+    assert [p.call.name for p in paused.items] == ["issue_refund"]  # billing's tool, billing's gate
+    done = triage.run_sync(RunState.from_json(paused.state.approve(paused.items[0].id).to_json()))
     assert done.output == "Billing here: refunded." and refunds == [79]
     notes = [m.content for m in done.context]
     assert notes[:2] == ["Route the customer.", "I want a refund"] and "You handle money." in notes
@@ -65,7 +66,7 @@ def test_a_handed_off_run_resumes_with_the_active_agent_across_processes() -> No
     paused = triage.run_sync("refund please", run_id="r1")
     assert asyncio.run(store.load("r1"))[-1].kind == "paused"
     fresh, _ = agents(store)  # another process builds the same agents
-    approved = paused.state.approve(paused.pending[0].id)
+    approved = paused.state.approve(paused.items[0].id)
     done = fresh.run_sync(approved)
     assert done.status == "finished" and refunds == [79]
     starts = [e for e in asyncio.run(store.load("r1")) if e.kind == "run-started"]
@@ -87,7 +88,7 @@ def test_resuming_with_an_agent_that_cannot_reach_the_active_one_is_refused() ->
     stranger = Agent(ScriptedModel([]), [issue_refund], name="stranger")
     stranger_state = paused.state
     with pytest.raises(StateIncompatible):
-        stranger.run_sync(stranger_state.approve(paused.pending[0].id))
+        stranger.run_sync(stranger_state.approve(paused.items[0].id))
 
 
 def test_handoffs_can_go_both_ways_and_names_must_be_unique() -> None:

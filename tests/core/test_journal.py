@@ -148,7 +148,7 @@ def test_folding_all_events_at_once_equals_folding_them_one_by_one(turns: list[l
     res = agent.run_sync("go", run_id="r")
     while res.status == "paused":
         state = res.state
-        for p in state.pending:
+        for p in state.open_calls:
             state = state.approve(p.call.id) if approve else state.deny(p.call.id, "no")
         res = agent.run_sync(state)
     events = asyncio.run(store.load("r"))

@@ -148,7 +148,7 @@ def test_resuming_an_interrupted_call_is_not_blocked_by_the_step_budget() -> Non
             "go", run_id="r"
         )
     resumed = Agent(ScriptedModel([]), [look], store=store, max_steps=1).run_sync(run_id="r")
-    assert ran == ["a"] and resumed.status == "limit-reached" and resumed.pending == ()
+    assert ran == ["a"] and resumed.status == "limit-reached" and resumed.items == ()
 
 
 def test_cancelling_during_a_slow_store_write_keeps_journal_and_store_in_step() -> None:

@@ -7,18 +7,13 @@ import os
 
 import pytest
 
+from support import refund
 from tether import Action, Agent, UserError, record_decisions, tool
 from tether.messages import Message
 from tether.parts import MAX_NOTEBOOK_PART_BYTES, MAX_PART_BYTES, Image, Text
 from tether.state import MAX_STATE_BYTES, RunState
 from tether.stores.sqlite import SQLiteStore
 from tether.testing import ScriptedModel
-
-
-@tool(approval=True)
-def refund(order: str) -> str:
-    """Refund an order (a person approves)."""
-    return f"refunded {order}"
 
 
 def _image(size: int) -> Image:
@@ -35,7 +30,7 @@ def test_a_paused_state_holding_the_most_parts_a_notebook_may_hold_parses_back(t
     assert len(text) < MAX_STATE_BYTES
     again = RunState.from_json(text)
     assert again == paused.state
-    asyncio.run(record_decisions(store, "r1", lambda s: s.approve(s.pending[0].call.id)))
+    asyncio.run(record_decisions(store, "r1", lambda s: s.approve(s.open_calls[0].call.id)))
     assert Agent(ScriptedModel(["Done."]), [refund], store=store).run_sync(run_id="r1").status == "finished"
 
 

@@ -11,6 +11,7 @@ import pydantic
 import pytest
 from typing_extensions import TypedDict  # pydantic wants it on Python < 3.12
 
+from support import refund
 from tether import Action, Agent, FunctionPolicy, RunState, state_of, tool
 from tether.events import from_dict, to_dict
 from tether.exceptions import UserError
@@ -203,10 +204,6 @@ def test_the_finished_event_carries_the_json_and_old_journals_still_load() -> No
 
 
 def test_a_paused_run_with_an_output_type_resumes_from_its_json_state() -> None:
-    @tool(approval=True)
-    def refund(order: str) -> str:
-        return "refunded"
-
     def make() -> Agent:
         replies = [Action("refund", {"order": "A1"}), Action("final_result", {"name": "done", "population": 0})]
         return Agent(ScriptedModel(replies), [refund], output_type=City, store=store)
@@ -214,7 +211,7 @@ def test_a_paused_run_with_an_output_type_resumes_from_its_json_state() -> None:
     store = MemoryStore()
     paused = make().run_sync("refund A1")
     assert paused.status == "paused" and paused.output is None
-    state = RunState.from_json(paused.state.to_json()).approve(paused.pending[0].call.id)
+    state = RunState.from_json(paused.state.to_json()).approve(paused.items[0].call.id)
     agent = Agent(ScriptedModel([Action("final_result", {"name": "done", "population": 0})]), [refund],
                   output_type=City, store=store)  # fmt: skip
     done = agent.run_sync(state)
@@ -225,14 +222,10 @@ def test_a_paused_run_with_an_output_type_resumes_from_its_json_state() -> None:
 def test_changing_the_output_type_makes_a_paused_run_incompatible() -> None:
     from tether.exceptions import StateIncompatible
 
-    @tool(approval=True)
-    def refund(order: str) -> str:
-        return "refunded"
-
     paused = Agent(ScriptedModel([Action("refund", {"order": "A1"})]), [refund], output_type=City).run_sync("go")
     other = Agent(ScriptedModel([]), [refund], output_type=Point)
     with pytest.raises(StateIncompatible):
-        other.run_sync(paused.state.approve(paused.pending[0].call.id))
+        other.run_sync(paused.state.approve(paused.items[0].call.id))
 
 
 def test_a_child_with_an_output_type_answers_its_parent_with_json() -> None:

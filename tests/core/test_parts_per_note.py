@@ -6,17 +6,12 @@ import json
 
 import pytest
 
-from tether import Action, Agent, StateError, tool
+from support import refund
+from tether import Action, Agent, StateError
 from tether.messages import Message
 from tether.parts import MAX_PARTS, Text
 from tether.state import RunState
 from tether.testing import ScriptedModel
-
-
-@tool(approval=True)
-def refund(order: str) -> str:
-    """Refund an order (a person approves)."""
-    return f"refunded {order}"
 
 
 def test_a_state_whose_note_lists_more_parts_than_the_cap_is_refused() -> None:

@@ -17,8 +17,8 @@ from tether import (
     UserError,
     tool,
 )
-from tether.policy import check_model_request, to_message
-from tether.testing import ScriptedModel, block_model_requests
+from tether.policy import to_message
+from tether.testing import ScriptedModel, block_model_requests, check_model_request
 
 
 @tool(effect="none")

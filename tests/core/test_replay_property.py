@@ -58,7 +58,7 @@ def test_events_rebuild_the_context_and_the_state_through_pauses(turns, approve:
     while result.status == "paused" and rounds < 10:
         rounds += 1
         state = result.state
-        for p in state.pending:
+        for p in state.open_calls:
             state = state.approve(p.call.id) if approve else state.deny(p.call.id, "no")
         result = agent.run_sync(RunState.from_json(state.to_json()))
         # The journal folded from the store equals what the live loop ended with.

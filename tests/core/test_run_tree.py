@@ -25,6 +25,7 @@ from tether.trace import render
 refunds: list[tuple[str, int]] = []
 
 
+# Not support.refund: billing's tool in the tree, whose result text the parents pass up.
 @tool(approval=True)
 def issue_refund(order_id: str, amount: int) -> str:
     """Refund an order (a person approves)."""
@@ -60,7 +61,7 @@ def desk(store: MemoryStore | None = None) -> Agent:
 def test_a_gated_call_in_a_child_pauses_the_root_listing_it_with_its_path() -> None:
     paused = desk().run_sync("refund A1", run_id="r1")
     assert paused.status == "paused" and refunds == []
-    [item] = paused.pending
+    [item] = paused.items
     assert item.label == "support › billing › issue_refund"
     assert item.id == "call_1_0/call_1_0" and item.status == "awaiting-approval"
     assert item.call.arguments == '{"order_id": "A1", "amount": 79}'
@@ -71,7 +72,7 @@ def test_a_gated_call_in_a_child_pauses_the_root_listing_it_with_its_path() -> N
 def test_approving_by_path_resumes_the_child_first_and_both_finish() -> None:
     agent = desk()
     paused = agent.run_sync("refund A1")
-    blob = paused.state.approve(paused.pending[0].id, by="ana").to_json()
+    blob = paused.state.approve(paused.items[0].id, by="ana").to_json()
     done = agent.run_sync(RunState.from_json(blob))
     assert done.status == "finished" and refunds == [("A1", 79)]
     assert done.output == "support: billing: refunded $79 on A1"
@@ -80,7 +81,7 @@ def test_approving_by_path_resumes_the_child_first_and_both_finish() -> None:
 def test_a_denial_reaches_the_childs_model_and_the_childs_answer_reaches_the_parent() -> None:
     agent = desk()
     paused = agent.run_sync("refund A1")
-    done = agent.run_sync(paused.state.deny(paused.pending[0].id, "refunds over $50 need a manager"))
+    done = agent.run_sync(paused.state.deny(paused.items[0].id, "refunds over $50 need a manager"))
     assert refunds == []
     assert done.output == "support: billing: a human denied this call: refunds over $50 need a manager"
 
@@ -89,7 +90,7 @@ def test_with_a_store_the_child_is_journaled_beside_its_parent_and_decided_from_
     store = MemoryStore()
     paused = desk(store).run_sync("refund A1", run_id="r1")
     assert [e.kind for e in asyncio.run(store.load("r1/call_1_0"))][-1] == "paused"
-    item = paused.pending[0]
+    item = paused.items[0]
     decided = asyncio.run(record_decisions(store, "r1", lambda s: s.approve(item.id, by="ana")))
     assert decided.decision(item.id) is not None
     assert [e.kind for e in asyncio.run(store.load("r1/call_1_0"))][-1] == "approval-decided"  # routed down
@@ -106,7 +107,7 @@ def test_three_levels_deep_a_decision_is_routed_down_and_answers_come_back_up() 
     support = Agent(ScriptedModel([Action("billing", {"task": "refund"}), "support ok"]), [billing.as_tool()],
                     name="support")  # fmt: skip
     paused = support.run_sync("refund")
-    [item] = paused.pending
+    [item] = paused.items
     assert item.label == "support › billing › ledger › issue_refund" and item.id.count("/") == 2
     done = support.run_sync(RunState.from_json(paused.state.approve(item.id).to_json()))
     assert done.output == "support ok" and refunds == [("A1", 5)]
@@ -116,7 +117,7 @@ def test_three_levels_deep_a_decision_is_routed_down_and_answers_come_back_up() 
 def test_child_events_show_in_the_parent_stream_and_in_the_trace_indented() -> None:
     agent = desk()
     paused = agent.run_sync("refund A1")
-    done = agent.run_sync(paused.state.approve(paused.pending[0].id))
+    done = agent.run_sync(paused.state.approve(paused.items[0].id))
     children = [e for e in done.events if isinstance(e, ChildEvent)]
     assert {e.agent for e in children} == {"billing"} and children[0].path == ("call_1_0",)
     assert render(paused.events, name="support") == snapshot("""\
@@ -173,7 +174,51 @@ def test_a_restart_resumes_the_same_child_and_never_starts_a_second_one() -> Non
     with pytest.raises(SimulatedCrash):
         desk(CrashingStore(store, childs_reply)).run_sync("refund A1", run_id="r1")  # type: ignore[arg-type]
     paused = desk(store).run_sync(run_id="r1")
-    assert paused.status == "paused" and paused.pending[0].id == "call_1_0/call_1_0"
+    assert paused.status == "paused" and paused.items[0].id == "call_1_0/call_1_0"
     assert sorted(i.run_id for i in asyncio.run(store.list_runs())) == ["r1", "r1/call_1_0"]
     child_starts = [e for e in asyncio.run(store.load("r1/call_1_0")) if e.kind == "run-started"]
     assert [e.resumed for e in child_starts] == [False, True]  # type: ignore[union-attr]
+
+
+def test_an_ancestors_approver_and_cost_budget_cover_its_child_runs() -> None:
+    ran: list[int] = []
+
+    @tool(effect="once")
+    def wire_money(amount: int) -> str:
+        """Wire money."""
+        ran.append(amount)
+        return "wired"
+
+    child = Agent(ScriptedModel([Action("wire_money", {"amount": 10_000}), "wired it"]), [wire_money], name="child")
+    root = Agent(
+        ScriptedModel([Action("child", {"task": "pay"}), "ok"]),
+        [child.as_tool()],
+        approver=lambda t, a, c: t.effect == "once",  # every `once` call anywhere needs a person
+    )
+    paused = root.run_sync("pay")
+    assert paused.status == "paused" and ran == [] and paused.items[0].label == "agent › child › wire_money"
+
+    spender = Agent(
+        ScriptedModel(
+            [
+                Message("assistant", "", (ToolCall.of("ping", {}, id=f"p{i}"),), usage=Usage(10**6, 0, 1))
+                for i in range(5)
+            ]
+        ),
+        [tool(name="ping", effect="none")(lambda: "pong")],
+        name="spender",
+    )
+    from tether.cost import Price
+
+    prices = {"": Price(input=1.0, output=1.0)}
+    capped = Agent(
+        ScriptedModel([Action("spender", {"task": "spend"}), "stopped"]),
+        [spender.as_tool()],
+        max_cost=2.0,
+        prices=prices,
+    )
+    spender.prices = prices
+    result = capped.run_sync("go")
+    assert "ended limit-reached" in result.context[-1].content  # the child stopped at what the root had left
+    assert result.usage.input_tokens == 2_000_000  # 2 of its 5 replies: $2, then the root is out of budget too
+    assert (result.status, result.limit) == ("limit-reached", "cost")

@@ -1,4 +1,4 @@
-"""RELIABILITY B.13: any change to a signed, decided state is refused before a tool runs."""
+"""Any change to a signed, decided state is refused before a tool runs."""
 
 from __future__ import annotations
 

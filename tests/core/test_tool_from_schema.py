@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+import jsonschema  # tether[test]: the full implementation the checker is compared with
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -230,7 +231,6 @@ json_values = st.recursive(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=json_values)
 def test_it_agrees_with_the_jsonschema_package(schema: dict[str, Any], value: Any) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
     defs = {k: v for k, v in schema.items() if k == "$defs"}  # refs point at the root document
     root = obj({"v": {k: v for k, v in schema.items() if k != "$defs"}}, ("v",), **defs)
     checker = jsonschema.Draft202012Validator(root)

@@ -115,6 +115,7 @@ def test_contract_fields_are_checked() -> None:
 def test_approval_may_depend_on_the_arguments() -> None:
     from tether import Context
 
+    # Not support.refund: the gate here is a threshold on the arguments.
     @tool(approval=lambda args, ctx: args["amount"] > 100)
     def refund(amount: int) -> str:
         return "ok"

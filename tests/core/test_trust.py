@@ -31,6 +31,7 @@ from tether.testing import ScriptedModel
 refunded: list[tuple[str, int]] = []
 
 
+# Not support.refund: the gate here is a threshold on the amount, which the attacks try to get past.
 @tool(approval=lambda a, ctx: isinstance(a.get("amount"), int) and a["amount"] > 50)
 def refund(order_id: str, amount: int) -> str:
     """Refund an order (a human approves anything over 50)."""
@@ -55,7 +56,7 @@ def test_the_gate_sees_coerced_arguments_so_a_string_or_float_cannot_slip_past(a
     agent = Agent(ScriptedModel([Action("refund", {"order_id": "A1", "amount": amount}), "ok"]), [refund])
     result = agent.run_sync("refund A1")
     assert result.status == "paused" and refunded == []
-    assert json.loads(result.pending[0].call.arguments)["amount"] == amount  # the human sees what the model sent
+    assert json.loads(result.items[0].call.arguments)["amount"] == amount  # the human sees what the model sent
 
 
 def test_a_gate_that_raises_pauses_for_a_human_and_never_crashes_the_run() -> None:
@@ -68,10 +69,10 @@ def test_a_gate_that_raises_pauses_for_a_human_and_never_crashes_the_run() -> No
     agent = Agent(ScriptedModel([Action("pay", {"order_id": "A1"}), "ok"]), [pay])
     result = agent.run_sync("pay A1")
     assert result.status == "paused" and refunded == []
-    assert "raised KeyError" in result.pending[0].note
+    assert "raised KeyError" in result.items[0].note
     requested = [e for e in result.events if e.kind == "approval-requested"]
-    assert requested[0].note == result.pending[0].note  # type: ignore[union-attr]
-    done = agent.run_sync(RunState.from_json(result.state.to_json()).approve(result.pending[0].call.id))
+    assert requested[0].note == result.items[0].note  # type: ignore[union-attr]
+    done = agent.run_sync(RunState.from_json(result.state.to_json()).approve(result.items[0].call.id))
     assert done.status == "finished" and refunded == [("A1", 0)]
 
 
@@ -95,12 +96,12 @@ def _paused_in_store(store: MemoryStore, amount: int = 79) -> RunState:
 def test_without_a_key_a_state_whose_arguments_differ_from_the_store_is_refused() -> None:
     store = MemoryStore()
     state = _paused_in_store(store)
-    call = state.pending[0].call
+    call = state.open_calls[0].call
     forged = dataclasses.replace(
         state,
-        pending=(
+        open_calls=(
             dataclasses.replace(
-                state.pending[0], call=ToolCall(call.id, call.name, '{"order_id": "A1", "amount": 7900}')
+                state.open_calls[0], call=ToolCall(call.id, call.name, '{"order_id": "A1", "amount": 7900}')
             ),
         ),
     )
@@ -118,19 +119,21 @@ def test_a_state_whose_notes_were_rewritten_is_refused_by_the_store() -> None:
     state = _paused_in_store(store)
     forged = dataclasses.replace(state, messages=(*state.messages[:-1], state.messages[-1]), steps=state.steps + 1)
     with pytest.raises(StateTampered):
-        Agent(ScriptedModel(["done"]), [refund], store=store).run_sync(forged.approve(state.pending[0].call.id))
+        Agent(ScriptedModel(["done"]), [refund], store=store).run_sync(forged.approve(state.open_calls[0].call.id))
 
 
 def test_a_state_of_a_run_the_store_never_saw_is_refused() -> None:
     state = _paused_in_store(MemoryStore())
     with pytest.raises(StateTampered, match="not in this agent's store"):
-        Agent(ScriptedModel(["done"]), [refund], store=MemoryStore()).run_sync(state.approve(state.pending[0].call.id))
+        Agent(ScriptedModel(["done"]), [refund], store=MemoryStore()).run_sync(
+            state.approve(state.open_calls[0].call.id)
+        )
 
 
 def test_an_old_state_of_a_run_that_moved_on_is_a_lease_conflict() -> None:
     store = MemoryStore()
     state = _paused_in_store(store)
-    approved = state.approve(state.pending[0].call.id)
+    approved = state.approve(state.open_calls[0].call.id)
     agent = Agent(ScriptedModel(["done"]), [refund], store=store)
     assert agent.run_sync(approved).status == "finished"
     with pytest.raises(LeaseConflict, match="resumed or decided elsewhere"):
@@ -203,7 +206,7 @@ def test_a_recorded_decision_stands_until_spent_unless_explicitly_replaced() -> 
 
     store = MemoryStore()
     state = _paused_in_store(store)
-    call_id = state.pending[0].call.id
+    call_id = state.open_calls[0].call.id
     asyncio.run(record_decisions(store, "r1", lambda s: s.approve(call_id, by="ana")))
     with pytest.raises(StateError, match=r"already has a recorded decision \(approve by ana\)"):
         asyncio.run(record_decisions(store, "r1", lambda s: s.deny(call_id, "no", by="bob")))

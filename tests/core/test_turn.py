@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from tether import Decision, PendingCall, StateError, ToolCall, tool
+from tether._loop.turn import Execute, Note, Wait, plan
 from tether.state import args_hash
-from tether.turn import Execute, Note, Wait, plan
 
 
 @tool(effect="none")
@@ -157,3 +157,16 @@ def test_duplicate_keys_in_arguments_are_a_note_not_a_guess() -> None:
     step = plan(open_call("send", '{"to": "ann", "to": "eve"}'), TOOLS, None, never)
     assert isinstance(step, Note) and step.event.error == "bad-json"
     assert "duplicate key 'to'" in step.event.result.content
+
+
+def test_a_verdict_the_loop_does_not_know_raises_instead_of_denying() -> None:
+    p = open_call("send", '{"to": "ann"}', "awaiting-approval")
+    with pytest.raises(StateError, match="unknown verdict 'shrug'"):
+        plan(p, TOOLS, decided("shrug", p), always)
+
+
+def test_a_verdict_that_does_not_fit_what_the_call_waits_for_keeps_it_waiting() -> None:
+    asked = open_call("send", '{"to": "ann"}', "awaiting-approval")
+    interrupted = open_call("send", '{"to": "ann"}', "started", attempts=1)
+    assert plan(asked, TOOLS, decided("retry", asked), always) == Wait(asked.call, "approval")  # not a denial
+    assert plan(interrupted, TOOLS, decided("approve", interrupted), never) == Wait(interrupted.call, "outcome-unknown")

@@ -73,21 +73,6 @@ def test_context_rejects_non_messages_and_supports_indexing() -> None:
         ctx[2]
 
 
-def test_messages_convert_to_the_openai_wire_shape() -> None:
-    call = ToolCall("c1", "add", '{"a": 1}')
-    assert Message.assistant("", [call]).to_openai() == {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}],
-    }
-    assert Message.tool_result("c1", "2", name="add").to_openai() == {
-        "role": "tool",
-        "tool_call_id": "c1",
-        "content": "2",
-    }
-    assert Message.user("hi").to_openai() == {"role": "user", "content": "hi"}
-
-
 @pytest.mark.parametrize(
     "bad, error",
     [

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from support import refund
 from tether import Action, Agent, FunctionPolicy, Message, ToolCall, Usage, UserError, state_of, tool
 from tether.cost import PRICES, PRICES_AS_OF, Price, cost_of, price_of, total_cost
 from tether.journal import Journal
@@ -29,12 +30,6 @@ def said(text: str = "", *calls: Any, tokens: tuple[int, int] = (1_000, 100)) ->
 def look_up(order: str) -> str:
     """Look an order up."""
     return f"{order}: delivered"
-
-
-@tool(approval=True)
-def refund(order: str) -> str:
-    """Refund an order (a human approves)."""
-    return f"refunded {order}"
 
 
 def call(name: str, **args: Any) -> ToolCall:
@@ -106,7 +101,7 @@ def test_each_segment_of_a_stored_run_is_priced_by_the_model_that_drove_it() -> 
     store = MemoryStore()
     first = named(ScriptedModel([said("", call("refund", order="A1"), tokens=(1_000_000, 0))]), "gpt-4o")
     paused = Agent(first, [refund], store=store).run_sync("Refund A1", run_id="r1")
-    approved = paused.state.approve(paused.pending[0].call.id)
+    approved = paused.state.approve(paused.items[0].call.id)
     second = named(ScriptedModel([said("Refunded.", tokens=(1_000_000, 0))]), "deepseek-chat")
     done = Agent(second, [refund], store=store).run_sync(approved)
     assert done.cost == pytest.approx(2.50 + 0.28)
@@ -118,7 +113,7 @@ def test_a_state_resumed_without_a_store_prices_its_past_as_the_current_model() 
     first = named(ScriptedModel([said("", call("refund", order="A1"), tokens=(1_000_000, 0))]), "gpt-4o")
     paused = Agent(first, [refund]).run_sync("Refund A1")
     second = named(ScriptedModel([said("Refunded.", tokens=(1_000_000, 0))]), "deepseek-chat")
-    done = Agent(second, [refund]).run_sync(paused.state.approve(paused.pending[0].call.id))
+    done = Agent(second, [refund]).run_sync(paused.state.approve(paused.items[0].call.id))
     assert done.cost == pytest.approx(0.28 + 0.28)  # a state keeps the total usage only
 
 

@@ -30,6 +30,7 @@ async def step(n: int) -> int:
     return n
 
 
+# Not support.refund: a once step of the queue's runs, recorded with the other steps in one list.
 @tool(effect="once", approval=True)
 async def refund(n: int) -> int:
     """Refund (a person approves first)."""
@@ -96,7 +97,7 @@ async def test_a_decision_recorded_elsewhere_wakes_the_paused_run(store: Postgre
         worker = asyncio.create_task(dispatcher.work(concurrency=2, sweep_every=60))  # no sweep: LISTEN wakes it
         await until(store, "r1", "paused")
         other = await PostgresStore.connect(PG_DSN, schema=store.schema)  # a person, through another connection
-        await record_decisions(other, "r1", lambda s: s.approve(s.pending[0].id, by="ana"))
+        await record_decisions(other, "r1", lambda s: s.approve(s.open_calls[0].id, by="ana"))
         await other.aclose()
         await until(store, "r1", "finished")
         worker.cancel()

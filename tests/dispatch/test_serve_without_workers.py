@@ -15,8 +15,8 @@ import pytest
 
 from durability.conftest import pg_url
 from durability.harness import PG_DSN
-from support import approve_through_the_api
-from tether import Action, Agent, FunctionPolicy, UserError, tool
+from support import approve_through_the_api, refund_desk
+from tether import UserError
 from tether.dispatch.procrastinate import ProcrastinateDispatcher
 from tether.serve import Server
 from tether.stores.postgres import PostgresStore
@@ -26,22 +26,9 @@ TOKEN = "t" * 64
 KEY = "ab" * 32  # TETHER_SIGNING_KEY: the server signs decisions, the worker checks them
 
 
-def desk(calls: list[str]) -> Agent:
-    @tool(approval=True)
-    def refund(order: str) -> str:
-        """Refund an order."""
-        calls.append(order)
-        return f"refunded {order}"
-
-    def brain(context: Any, tools: Any) -> Any:
-        return "done" if any(m.role == "tool" for m in context) else Action("refund", {"order": "A1"})
-
-    return Agent(FunctionPolicy(brain), [refund], name="support")
-
-
 def test_a_server_without_workers_needs_an_engine() -> None:
     with pytest.raises(UserError, match="dispatcher"):
-        Server([desk([])], store="memory://", workers=0, env={"TETHER_SERVE_TOKEN": TOKEN})
+        Server([refund_desk([])], store="memory://", workers=0, env={"TETHER_SERVE_TOKEN": TOKEN})
 
 
 async def test_runs_started_and_approved_over_the_api_are_advanced_by_a_worker_through_the_queue(
@@ -49,10 +36,10 @@ async def test_runs_started_and_approved_over_the_api_are_advanced_by_a_worker_t
 ) -> None:
     calls: list[str] = []
     url = pg_url(store_schema)
-    server = Server([desk(calls)], store=url, workers=0, env={"TETHER_SERVE_TOKEN": TOKEN, "TETHER_SIGNING_KEY": KEY},
+    server = Server([refund_desk(calls)], store=url, workers=0, env={"TETHER_SERVE_TOKEN": TOKEN, "TETHER_SIGNING_KEY": KEY},
                     dispatcher=ProcrastinateDispatcher.for_store(url, schema=queue_schema))  # fmt: skip
     worker_store = await PostgresStore.connect(PG_DSN, schema=store_schema)
-    worker_agent = desk(calls)
+    worker_agent = refund_desk(calls)
     worker_agent.store, worker_agent.signing_key = worker_store, bytes.fromhex(KEY)
     worker = ProcrastinateDispatcher(PG_DSN, {"support": worker_agent}, schema=queue_schema)
     transport = httpx.ASGITransport(app=server.app)

@@ -35,6 +35,7 @@ TASK = "Can I get a refund for order A1234? It arrived broken."
 
 
 def refund_tool(oracle: Oracle) -> Tool:
+    # Not support.refund: the oracle records the run and call of each execution across processes.
     @tool(approval=True, effect="once")
     def issue_refund(order_id: str, amount: int, call: Invocation) -> str:
         """Refund an order to the original card (a human must approve)."""
@@ -75,7 +76,7 @@ def desk(store: SQLiteStore, oracle: Oracle) -> Agent:
 async def start(db: str, oracle: str) -> int:
     result = await desk(SQLiteStore(db), Oracle(oracle)).run(TASK)
     print(result.run_id)
-    for item in result.pending:
+    for item in result.items:
         print(f"waiting: {item.id} | {item.label} | {item.call.arguments}", file=sys.stderr)
     return 0 if result.status == "paused" else 1
 

@@ -1,4 +1,4 @@
-"""The random kill -9 soak (RELIABILITY A.2/A.3), shared by the SQLite and PostgreSQL tests.
+"""The random kill -9 soak, shared by the SQLite and PostgreSQL tests.
 
 Runs are played in batches; one worker process drives a whole batch at once,
 with random model and tool latencies so the runs drift apart. The test kills

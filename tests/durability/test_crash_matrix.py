@@ -1,4 +1,4 @@
-"""RELIABILITY A.1: a worker killed at every named crash point, for every kind of tool.
+"""A worker killed at every named crash point, for every kind of tool.
 
 Each cell is one run on its own SQLite file: the worker is started with
 ``TETHER_CRASH_AT=<point>`` and SIGKILLs itself there; then workers are started
@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from tether import ApprovalDecided
-from tether._crash import POINTS
+from tether._loop.crash import POINTS
 
 from .harness import Lab, Story, Verdict, Zygote, judge, kill_and_recover, play_matrix
 from .worker import Plan, read_oracle

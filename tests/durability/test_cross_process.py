@@ -1,4 +1,4 @@
-"""Issue 3 item 8 / RELIABILITY A.5, E.5: pause in one process, approve in a second, finish in a third.
+"""Issue 3 item 8: pause in one process, approve in a second, finish in a third.
 
 The three steps of ``examples/refund_durable.py`` run as three separate
 processes, each from its own working directory (the third from yet another

@@ -1,4 +1,4 @@
-"""RELIABILITY D.36: kill -9 while the model request is in flight.
+"""Kill -9 while the model request is in flight.
 
 The brain "thinks" for a random while (``--model-delay``), as a provider request
 would take. The oracle records each request when it is sent and its reply when

@@ -5,7 +5,7 @@ child run (``m/call_1_0``, the next agent down used as a tool, see
 ``worker.py``) plays ``CHILD``: ``[target, refund]`` in one turn, where the
 target is ``none`` / ``idempotent`` / ``once`` and the refund is an
 approval-gated ``once`` call, or the gated refund alone (the ``approval``
-cells). The crash points of ``tether._crash`` fire around the commits of
+cells). The crash points of ``tether._loop.crash`` fire around the commits of
 *every* run of the tree, so ``TETHER_CRASH_AT=<point>:<nth>`` picks one commit
 of the parent or of the child: an un-killed reference run, traced in-process,
 lists every pass of every named point with the run and the call it belongs to,
@@ -38,9 +38,9 @@ from typing import Any
 
 import pytest
 
-import tether._crash
+import tether._loop.crash
 from tether import ApprovalDecided, Event, RunStarted, ToolFinished, ToolStarted
-from tether._crash import AROUND, POINTS
+from tether._loop.crash import AROUND, POINTS
 from tether.stores.memory import MemoryStore
 
 from . import worker
@@ -64,7 +64,7 @@ def tree_plan(kind: str, alone: bool = False) -> Plan:
 class Pass:
     """One pass of a crash point in the reference run: where it fired."""
 
-    point: str  # a name of tether._crash, or "after-<kind>" for a kill right after a commit
+    point: str  # a name of tether._loop.crash, or "after-<kind>" for a kill right after a commit
     nth: int
     run_id: str
     tool: str  # the tool of the call the commit is about ("" for the model, pauses, endings)
@@ -77,12 +77,12 @@ class Pass:
 def trace_passes(plan: Plan) -> list[Pass]:
     """Every crash-point pass (and every commit) of an un-killed run of ``plan``, in order.
 
-    ``tether._crash.crash_around`` is called around every commit of every run of the
+    ``tether._loop.crash.crash_around`` is called around every commit of every run of the
     tree; the tools call ``worker.crash_point("mid_tool")``. Both are wrapped here
     to note which run and call each pass belongs to.
     """
     seen: list[tuple[str, str, str]] = []  # (point, run id, tool)
-    around, point, armed = tether._crash.crash_around, worker.crash_point, tether._crash.armed
+    around, point, armed = tether._loop.crash.crash_around, worker.crash_point, tether._loop.crash.armed
 
     def on_commit(when: str, kind: str) -> None:
         frame = sys._getframe(1)  # Run.commit
@@ -98,14 +98,14 @@ def trace_passes(plan: Plan) -> list[Pass]:
         call = sys._getframe(1).f_locals["call"]  # the tool's Invocation
         seen.append((name, call.run_id, call.tool_name))
 
-    tether._crash.crash_around, worker.crash_point = on_commit, on_point  # type: ignore[assignment]
-    tether._crash.armed = True  # the loop calls in only when a crash point is armed
+    tether._loop.crash.crash_around, worker.crash_point = on_commit, on_point  # type: ignore[assignment]
+    tether._loop.crash.armed = True  # the loop calls in only when a crash point is armed
     try:
         with tempfile.TemporaryDirectory() as tmp:
             asyncio.run(_drive_reference(plan, Path(tmp) / "oracle.jsonl"))
     finally:
-        tether._crash.crash_around, worker.crash_point = around, point  # type: ignore[assignment]
-        tether._crash.armed = armed
+        tether._loop.crash.crash_around, worker.crash_point = around, point  # type: ignore[assignment]
+        tether._loop.crash.armed = armed
     counts: Counter[str] = Counter()
     out = []
     for name, run_id, tool in seen:

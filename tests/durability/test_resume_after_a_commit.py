@@ -44,6 +44,7 @@ async def crash_once(agent: Agent, store: CrashingStore, state: RunState) -> Non
 async def test_an_approved_once_call_interrupted_after_start_waits_for_a_human() -> None:
     ran: list[int] = []
 
+    # Not support.refund: a once tool whose executions are counted after a crash between start and finish.
     @tool(effect="once", approval=True)
     def refund(amount: int) -> str:
         ran.append(amount)
@@ -52,7 +53,7 @@ async def test_an_approved_once_call_interrupted_after_start_waits_for_a_human()
     store = CrashingStore(MemoryStore(), "tool-started")
     agent = Agent(one_call_brain("refund", {"amount": 79}), [refund], store=store)
     paused = await agent.run("refund", run_id="r")
-    await crash_once(agent, store, paused.state.approve(paused.pending[0].call.id))
+    await crash_once(agent, store, paused.state.approve(paused.items[0].call.id))
     resumed = await agent.run(run_id="r")
     assert resumed.status == "needs-decision"  # today: "finished", the refund re-run unasked
     assert ran == []
@@ -74,7 +75,7 @@ async def test_a_retry_decision_allows_one_attempt_only() -> None:
     first = await agent.run(run_id="r")
     assert first.status == "needs-decision"
     store.crashed = False  # the retried attempt dies after its start too
-    await crash_once(agent, store, first.state.retry(first.pending[0].call.id))
+    await crash_once(agent, store, first.state.retry(first.items[0].call.id))
     again = await agent.run(run_id="r")
     assert again.status == "needs-decision"  # today: "finished", a second attempt nobody asked for
     assert ran == []
@@ -91,7 +92,7 @@ async def test_a_call_approved_with_edited_arguments_reruns_with_those_arguments
     store = CrashingStore(MemoryStore(), "tool-started")
     agent = Agent(one_call_brain("transfer", {"amount": 1000}), [transfer], store=store)
     paused = await agent.run("move money", run_id="r")
-    await crash_once(agent, store, paused.state.approve(paused.pending[0].call.id, args={"amount": 10}))
+    await crash_once(agent, store, paused.state.approve(paused.items[0].call.id, args={"amount": 10}))
     done = await agent.run(run_id="r")
     assert done.status == "finished"
     assert ran == [10]  # today: [1000], the amount the human changed
@@ -200,7 +201,7 @@ async def test_a_parent_killed_after_it_resumed_its_delegating_call_can_be_resum
     effects: list[str] = []
     store = MemoryStore()
     paused = await desk(store, effects, approval=True).run("go", run_id="r")
-    item = paused.pending[0]
+    item = paused.items[0]
     await record_decisions(store, "r", lambda s: s.approve(item.id, by="ana"))
     with pytest.raises(SimulatedCrash):  # the parent's second tool-started (it resumes the child) lands
         await desk(CrashingStore(store, "tool-started"), effects, approval=True).run(run_id="r")
@@ -214,7 +215,7 @@ async def test_a_tree_approved_in_its_state_resumes_with_a_store() -> None:
     effects: list[str] = []
     store = MemoryStore()
     paused = await desk(store, effects, approval=True).run("go", run_id="r")
-    approved = paused.state.approve(paused.pending[0].id, by="ana")
+    approved = paused.state.approve(paused.items[0].id, by="ana")
     done = await desk(store, effects, approval=True).run(approved)  # on ef657f7: StateTampered (the child)
     assert (done.status, done.output) == ("finished", "support: done")
     assert effects == ["ann"]

@@ -1,4 +1,4 @@
-"""RELIABILITY A.2 (SQLite) and A.3 (PostgreSQL): random kill -9 soak; see soak.py for the method.
+"""Random kill -9 soak, on SQLite and on PostgreSQL; see soak.py for the method.
 
 Pass: 0 lost runs; 0 duplicated ``once`` effects; every effect preceded by its
 own committed ``tool-started``; idempotent calls keep one key; at most one extra

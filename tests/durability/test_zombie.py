@@ -1,4 +1,4 @@
-"""RELIABILITY A.4: two workers on one run; a zombie worker that wakes up after a takeover.
+"""Two workers on one run; a zombie worker that wakes up after a takeover.
 
 A worker holds a run's lease while it advances it (renewed while it is alive);
 every commit names the lease and the length its writer last saw

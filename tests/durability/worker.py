@@ -18,14 +18,14 @@ run ``<run id>/<call id>`` whose task carries ``PLAN`` and its own run id.
 
 Every tool execution and every model request is appended to the *oracle*, a
 file outside the store opened with ``O_APPEND`` and fsynced before the tool
-returns (RELIABILITY §3, the side-effect oracle). A tool row carries the
+returns (the side-effect oracle). A tool row carries the
 attempt number of the ``tool-started`` event this process committed for it, so
 a test can prove that no effect happened without its own committed start.
 
 One worker drives all its runs concurrently in one event loop; a kill hits all
 of them. It prints ``ready`` once the store is open and one JSON line per run
 when that run stops (finished, paused, needs-decision, or ``lease-conflict``).
-``TETHER_CRASH_AT`` (see :mod:`tether._crash`) makes it kill itself at a named
+``TETHER_CRASH_AT`` (see :mod:`tether._loop.crash`) makes it kill itself at a named
 point; the tools pass the ``mid_tool`` point after their effect is recorded.
 ``--kill-after KIND:NTH`` kills it right after the store took the nth event of
 that kind (any run of the tree), for commits no named point follows.
@@ -62,10 +62,10 @@ from tether import (
     ToolStarted,
     tool,
 )
-from tether._crash import crash_point
+from tether._loop.crash import crash_point
 from tether.agent import RunResult
 from tether.policy import Move
-from tether.store import Lease, load_tree
+from tether.store import Lease, StoreWrapper, load_tree
 from tether.stores import RunStore
 
 Plan = list[list[list[Any]]]  # turns -> calls -> [tool name, args]; ["delegate", {"plan": Plan}] delegates
@@ -207,6 +207,7 @@ def make_tools(oracle: Oracle, ledger: Ledger, delay: float = 0.0, stall: float 
         await effect("send", call, text=text)
         return f"sent {text!r} to {to}"
 
+    # Not support.refund: the crash matrix counts its effect by idempotency key (Invocation).
     @tool(effect="once", approval=True)
     async def refund(order: str, amount: int, call: Invocation) -> str:
         """Refund an order (a human approves first; must not happen twice)."""
@@ -219,7 +220,7 @@ def make_tools(oracle: Oracle, ledger: Ledger, delay: float = 0.0, stall: float 
 EFFECTS = {"lookup": "none", "put": "idempotent", "send": "once", "refund": "once", "delegate": "idempotent"}
 
 
-class TrackedStore:
+class TrackedStore(StoreWrapper):
     """A store wrapper for the worker: notes started attempts; optional lease barrier.
 
     With a barrier, the first ``acquire`` of each run's lease waits until
@@ -229,7 +230,8 @@ class TrackedStore:
     def __init__(
         self, inner: RunStore, ledger: Ledger, barrier: Path | None = None, parties: int = 2, kill_after: str = ""
     ) -> None:
-        self.inner, self.ledger, self.barrier, self.parties = inner, ledger, barrier, parties
+        super().__init__(inner)
+        self.ledger, self.barrier, self.parties = ledger, barrier, parties
         self._waited: set[tuple[str, str]] = set()
         kind, _, nth = kill_after.partition(":")
         self._kill_kind, self._kill_left = kind, int(nth or 1)
@@ -262,9 +264,6 @@ class TrackedStore:
                 if asyncio.get_running_loop().time() > deadline:
                     raise TimeoutError(f"the other workers never reached run {run_id!r}")
                 await asyncio.sleep(0.001)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 def build_agent(

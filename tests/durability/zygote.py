@@ -4,7 +4,7 @@ Starting a Python worker costs about 0.3 s (mostly imports); the crash matrices
 start several hundred of them. This server imports :mod:`worker` (and what
 building its agents imports) once and forks a child per request instead. Each
 child is a real, separate process: it reopens the store, reads ``TETHER_CRASH_AT`` again (the hook reads it at import, so
-the child reloads :mod:`tether._crash` after setting it) and, at the point,
+the child reloads :mod:`tether._loop.crash` after setting it) and, at the point,
 SIGKILLs itself exactly as a freshly started worker would.
 
 Protocol, one JSON object per line: the request ``{"argv": [...],
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import worker
 
-import tether._crash
+import tether._loop.crash
 
 
 def child(request: dict[str, Any]) -> None:
@@ -42,7 +42,7 @@ def child(request: dict[str, Any]) -> None:
         os.environ.pop("TETHER_CRASH_AT", None)
         if request.get("crash_at"):
             os.environ["TETHER_CRASH_AT"] = request["crash_at"]
-        importlib.reload(tether._crash)  # the loop's crash_point reads this module's globals
+        importlib.reload(tether._loop.crash)  # the loop's crash_point reads this module's globals
         code = asyncio.run(worker.main_async(worker.parse_args(request["argv"])))
     except BaseException:
         traceback.print_exc()

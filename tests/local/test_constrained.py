@@ -19,7 +19,7 @@ from providers.fakeserver import turn as reply
 from support import add
 from tether import Agent, Context, Message, ToolCall, Usage, UserError, tool
 from tether.exceptions import ModelRequestsBlocked, ProviderError
-from tether.providers._prompt import DECIDE, DECIDE_AGAIN, DECIDE_NEXT, decision_request
+from tether.providers._tool_choice import DECIDE, DECIDE_AGAIN, DECIDE_NEXT, decision_request
 from tether.providers.constrained import (
     DENIED_NUDGE,
     ERROR_NUDGE,

@@ -16,7 +16,7 @@ from providers.fakeserver import FakeServer
 from providers.fakeserver import turn as reply
 from support import add
 from tether import Agent, Context, Message, ToolCall
-from tether._jsonschema import compile_schema
+from tether._schema.check import compile_schema
 from tether.output import OutputSpec
 from tether.providers.constrained import ConstrainedOpenAI, choice_schema, offered, parse_reply, request
 
@@ -78,7 +78,7 @@ def test_the_prompt_and_nudges_name_the_output_tool() -> None:
 
 
 def test_the_first_decision_offers_tools_but_not_the_output_tool() -> None:
-    from tether.providers._prompt import decision_request
+    from tether.providers._tool_choice import decision_request
 
     body = decision_request(Context([Message.user("2+3?")]), [add, OUT])
     enum = body["response_format"]["json_schema"]["schema"]["properties"]["tool"]["enum"]

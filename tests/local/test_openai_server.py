@@ -59,7 +59,7 @@ async def test_constrained_run_paused_for_approval_then_resumed(llama_server: Ll
         paused = await agent.run("Save a note that says: buy milk")
         assert paused.status == "paused"
         assert saved == []  # nothing runs before a human decides
-        (pending,) = paused.pending
+        (pending,) = paused.items
         assert pending.call.name == "save_note"
         resumed = await agent.run(paused.state.approve(pending.call.id))
     assert resumed.status == "finished"

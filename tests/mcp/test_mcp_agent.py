@@ -23,7 +23,7 @@ def paused_delete(oracle: Oracle, db: Path) -> RunState:
         )
         paused = agent.run_sync("delete a.txt", run_id="del-1")
     assert paused.status == "paused"
-    assert [p.call.name for p in paused.pending] == ["t__delete"]
+    assert [p.call.name for p in paused.items] == ["t__delete"]
     assert oracle.rows("delete") == []
     return paused.state
 
@@ -31,7 +31,7 @@ def paused_delete(oracle: Oracle, db: Path) -> RunState:
 def test_a_destructive_tool_waits_for_approval_and_runs_once_after_it(oracle: Oracle, tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     state = paused_delete(oracle, db)
-    approved = RunState.from_json(state.to_json()).approve(state.pending[0].call.id)
+    approved = RunState.from_json(state.to_json()).approve(state.open_calls[0].call.id)
     with McpClient([stdio(oracle)]) as client:  # a new server process, a new client, a new agent
         agent = Agent(ScriptedModel(["Deleted."]), client.tools_sync(), store=SQLiteStore(db))
         done = agent.run_sync(approved)
@@ -45,7 +45,7 @@ def test_a_denied_call_never_reaches_the_server(oracle: Oracle, tmp_path: Path) 
     state = paused_delete(oracle, db)
     with McpClient([stdio(oracle)]) as client:
         agent = Agent(ScriptedModel(["Kept it."]), client.tools_sync(), store=SQLiteStore(db))
-        done = agent.run_sync(state.deny(state.pending[0].call.id, "keep that file"))
+        done = agent.run_sync(state.deny(state.open_calls[0].call.id, "keep that file"))
     assert done.output == "Kept it."
     assert oracle.rows("delete") == []
 
@@ -53,7 +53,7 @@ def test_a_denied_call_never_reaches_the_server(oracle: Oracle, tmp_path: Path) 
 def test_resuming_after_the_server_changed_the_tool_fails_loudly(oracle: Oracle, tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     state = paused_delete(oracle, db)
-    approved = state.approve(state.pending[0].call.id)
+    approved = state.approve(state.open_calls[0].call.id)
     with McpClient([stdio(oracle, env={"TOOL_VERSION": "2"})]) as client:
         tools = {t.name: t for t in client.tools_sync()}
         assert "force" in tools["t__delete"].parameters["properties"]  # the server really changed it

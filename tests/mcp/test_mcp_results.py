@@ -64,7 +64,7 @@ def test_is_error_is_kept() -> None:
 
 
 def test_an_image_a_model_can_take_is_an_image_part_of_the_note_in_its_place() -> None:
-    from tether.calls import result_content
+    from tether._loop.calls import result_content
     from tether.parts import Image
 
     result = to_result(

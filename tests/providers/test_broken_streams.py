@@ -1,4 +1,4 @@
-"""Broken streams and malformed replies (RELIABILITY.md D.33, D.34).
+"""Broken streams and malformed replies.
 
 A stream that breaks before the model finished (connection reset, a body cut
 short, an error event inside a 200 stream) is thrown away and the whole turn is

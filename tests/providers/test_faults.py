@@ -1,4 +1,4 @@
-"""Provider faults against the fake server (RELIABILITY.md D.30-D.32, D.35).
+"""Provider faults against the fake server.
 
 Sleeps are injected: the tests check the delays the policy asked for (a
 computed value), never how long anything took.

@@ -7,6 +7,7 @@ import pytest
 from tether import Message, ToolCall, UserError, tool
 from tether.context import Context
 from tether.providers import OpenAICompatible
+from tether.providers.openai_compat import openai_message
 
 from .conftest import Make
 from .fakeserver import FakeServer, turn
@@ -185,3 +186,18 @@ def test_run_sync_twice_with_one_provider_leaves_no_open_sockets(server: FakeSer
         del agent, model
         gc.collect()
     assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_messages_convert_to_the_openai_wire_shape() -> None:
+    call = ToolCall("c1", "add", '{"a": 1}')
+    assert openai_message(Message.assistant("", [call])) == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}],
+    }
+    assert openai_message(Message.tool_result("c1", "2", name="add")) == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "2",
+    }
+    assert openai_message(Message.user("hi")) == {"role": "user", "content": "hi"}

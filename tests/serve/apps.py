@@ -45,6 +45,7 @@ def look_up_order(order_id: str) -> str:
     return f"{order_id}, {item}, ${price}, delivered, reported defective"
 
 
+# Not support.refund: the oracle counts executions by run and call id (Invocation) to prove exactly once.
 @tool(approval=True, effect="once")
 def issue_refund(order_id: str, amount: int, call: Invocation, note: str = "") -> str:
     """Refund an order to the original card (a person must approve).

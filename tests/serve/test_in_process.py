@@ -9,7 +9,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from support import approve_through_the_api, until
+from support import approve_through_the_api, refund_desk, until
 from tether import Action, Agent, FunctionPolicy, tool
 from tether.serve import Server
 from tether.stores.memory import MemoryStore
@@ -17,22 +17,9 @@ from tether.stores.memory import MemoryStore
 TOKEN = "t" * 64
 
 
-def refund_agent(calls: list[str]) -> Agent:
-    @tool(approval=True)
-    def refund(order: str) -> str:
-        """Refund an order."""
-        calls.append(order)
-        return f"refunded {order}"
-
-    def brain(context: Any, tools: Any) -> Any:
-        return "done" if any(m.role == "tool" for m in context) else Action("refund", {"order": "A1"})
-
-    return Agent(FunctionPolicy(brain), [refund], name="support")
-
-
 async def test_a_server_mounted_under_a_prefix_serves_its_api_and_pages_there() -> None:
     calls: list[str] = []
-    server = Server([refund_agent(calls)], store=MemoryStore(), env={"TETHER_SERVE_TOKEN": TOKEN})
+    server = Server([refund_desk(calls)], store=MemoryStore(), env={"TETHER_SERVE_TOKEN": TOKEN})
     outer = Starlette(routes=[Mount("/tether", app=server.app)], lifespan=lambda _: server.running())
     transport = httpx.ASGITransport(app=outer)
     headers = {"authorization": f"Bearer {TOKEN}", "host": "127.0.0.1"}

@@ -22,6 +22,7 @@ from tether.stores.memory import MemoryStore
 from tether.testing import ScriptedModel
 
 
+# Not support.refund: the inbox item's arguments and parameters are compared, an integer among them.
 @tool(approval=True)
 def refund(order: str, amount: int) -> str:
     """Refund an order."""

@@ -72,6 +72,7 @@ async def real_journal() -> list[Event]:
         """Find an order."""
         return f"order {order}: 2 items, paid"
 
+    # Not support.refund: the amounts (one refund approved, one denied) are part of the events compared.
     @tool(approval=True)
     def refund(order: str, amount: float) -> str:
         """Refund an order."""
@@ -89,7 +90,7 @@ async def real_journal() -> list[Event]:
     agent = Agent(model, [look_up, refund], instructions="You are a support agent.", store=memory)
     first = await agent.run("Refund my orders")
     assert first.status == "paused"
-    a, b = (p.call.id for p in first.pending)
+    a, b = (p.call.id for p in first.items)
     state = first.state.approve(a, {"order": "A1", "amount": 15}, by="ana").deny(b, "not eligible")
     second = await agent.run(state)
     assert second.status == "finished"

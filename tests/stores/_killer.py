@@ -1,4 +1,4 @@
-"""Helper process for the commit-durability test (RELIABILITY A.6).
+"""Helper process for the commit-durability test (test_durability.py).
 
 ``python _killer.py DB DURABILITY`` reads trials from stdin, one per line, and
 answers each with a JSON line on stdout. It is single-threaded, so it can fork

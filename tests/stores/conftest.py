@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,27 +33,44 @@ class Backend:
     path: Path | None = None
     schema: str = ""
     opened: list[Any] = field(default_factory=list)
-    _memory: MemoryStore | None = None
+    shared: RunStore | None = None  # for a backend whose "other" store objects are one object
 
     async def open(self) -> RunStore:
-        store: Any
-        if self.name == "memory":
-            # One process, one dict: every "other" store object is the same one.
-            self._memory = self._memory or MemoryStore()
-            return self._memory
-        if self.name == "sqlite":
-            assert self.path is not None
-            store = SQLiteStore(self.path)
-        else:
-            from tether.stores.postgres import PostgresStore
-
-            store = await PostgresStore.connect(PG_DSN, schema=self.schema)
-        self.opened.append(store)
+        store = await BACKENDS[self.name](self)
+        if store is not self.shared:
+            self.opened.append(store)
         return store
 
     async def close_all(self) -> None:
         for store in self.opened:
             await store.aclose()
+
+
+async def _memory(b: Backend) -> RunStore:
+    # One process, one dict: every "other" store object is the same one.
+    b.shared = b.shared or MemoryStore()
+    return b.shared
+
+
+async def _sqlite(b: Backend) -> RunStore:
+    assert b.path is not None
+    return SQLiteStore(b.path)
+
+
+async def _postgres(b: Backend) -> RunStore:
+    from tether.stores.postgres import PostgresStore
+
+    return await PostgresStore.connect(PG_DSN, schema=b.schema)
+
+
+# Every test in tests/stores that takes ``store`` or ``backend`` runs once per entry: a new backend is one
+# more opener here (a store object on the database the Backend names: its ``path``, its ``schema``).
+BACKENDS: dict[str, Callable[[Backend], Awaitable[RunStore]]] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+}
+MARKS = {"postgres": pytest.mark.postgres}
 
 
 async def drop_schema(schema: str) -> None:
@@ -74,7 +91,7 @@ async def check_postgres() -> None:
         pytest.fail(f"PostgreSQL at TETHER_PG_DSN={PG_DSN!r} does not answer: {exc}", pytrace=False)
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=[pytest.param(name, marks=MARKS.get(name, ())) for name in BACKENDS])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     name = request.param
     b = Backend(name, path=tmp_path / "runs.db", schema=f"tether_test_{uuid.uuid4().hex[:12]}")

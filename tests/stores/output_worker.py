@@ -25,6 +25,7 @@ class Refund(pydantic.BaseModel):
     outcome: Literal["refunded", "refused"]
 
 
+# Not support.refund: the typed answer these processes agree on carries the order id and the amount.
 @tool(approval=True)
 def issue_refund(order_id: str, amount: int) -> str:
     """Refund an order (a human approves)."""
@@ -40,7 +41,7 @@ def agent(db: str, replies: list) -> Agent:
 
 def finish(db: str, run_id: str) -> None:
     store = SQLiteStore(db)
-    asyncio.run(record_decisions(store, run_id, lambda s: s.approve(s.pending[0].call.id, by="lead")))
+    asyncio.run(record_decisions(store, run_id, lambda s: s.approve(s.open_calls[0].call.id, by="lead")))
     result = agent(db, [Action("final_result", ANSWER)]).run_sync(run_id=run_id)
     print(type(result.output).__name__, result.output.model_dump_json())
 

@@ -1,4 +1,4 @@
-"""RELIABILITY A.7: the store's disk fills up at every transition of a run.
+"""The store's disk fills up at every transition of a run.
 
 The SQLite file lives on a small tmpfs (we are root in CI). Right before the
 k-th commit of a run the test fills that filesystem, so the commit fails in
@@ -24,8 +24,7 @@ import pytest
 
 from tether import Action, Agent, Context, Failed, FunctionPolicy, Invocation, RunStarted, StoreError, Tool, tool
 from tether.events import Event
-from tether.store import Lease
-from tether.stores import RunInfo
+from tether.store import Lease, StoreWrapper
 from tether.stores.sqlite import SQLiteStore
 
 # The committed events of the run below when nothing fails.
@@ -116,11 +115,12 @@ def disk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TmpfsDisk]:
             subprocess.run(["umount", str(root)], check=True)
 
 
-class FillBefore:
+class FillBefore(StoreWrapper):
     """A store that fills the disk right before its nth append, then writes as usual."""
 
     def __init__(self, inner: SQLiteStore, n: int, disk: TmpfsDisk) -> None:
-        self.inner, self.n, self.disk, self.calls = inner, n, disk, 0
+        super().__init__(inner)
+        self.n, self.disk, self.calls = n, disk, 0
 
     async def append(
         self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
@@ -129,27 +129,6 @@ class FillBefore:
         if self.calls == self.n:
             self.disk.fill()
         return await self.inner.append(run_id, events, expected_seq=expected_seq, lease=lease)
-
-    async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
-        return await self.inner.acquire(run_id, owner, ttl, take_over=take_over)
-
-    async def release(self, lease: Lease) -> None:
-        await self.inner.release(lease)
-
-    async def load(self, run_id: str) -> list[Event]:
-        return await self.inner.load(run_id)
-
-    async def get(self, run_id: str) -> RunInfo | None:
-        return await self.inner.get(run_id)
-
-    async def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
-        return await self.inner.list_runs(status, limit)
-
-    async def delete(self, run_id: str) -> None:
-        await self.inner.delete(run_id)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 @dataclass
@@ -228,8 +207,8 @@ async def test_a_full_disk_at_any_commit_stops_the_run_and_a_resume_completes(di
     resumed = agent(fresh, effects)
     result = await (resumed.run(run_id=run_id) if committed else resumed.run("go", run_id=run_id))
     if result.status == "needs-decision":  # the charge's outcome was lost with its commit
-        assert k == 4 and [p.call.name for p in result.pending] == ["charge"]
-        call_id = result.pending[0].call.id
+        assert k == 4 and [p.call.name for p in result.items] == ["charge"]
+        call_id = result.items[0].call.id
         result = await resumed.run(result.state.skip(call_id, "the ledger shows the charge"))
     assert (result.status, result.output) == ("finished", "all done")
     assert len(effects.charges) == 1  # never twice

@@ -1,4 +1,4 @@
-"""RELIABILITY A.6: a commit that returned survives SIGKILL; a batch is all or nothing.
+"""A commit that returned survives SIGKILL; a batch is all or nothing.
 
 A helper process forks one child per trial; the child commits and is killed
 within microseconds (by itself right after ``append`` returns, or from outside

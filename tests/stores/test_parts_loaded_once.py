@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import os
 
-from tether import Action, Agent, record_decisions, tool
+from support import refund
+from tether import Action, Agent, record_decisions
 from tether.messages import Message
 from tether.parts import Image, Text
 from tether.stores._blobs import _messages
 from tether.testing import ScriptedModel
 
 from .conftest import Backend
-
-
-@tool(approval=True)
-def refund(order: str) -> str:
-    """Refund an order (a person approves)."""
-    return f"refunded {order}"
 
 
 async def test_a_part_named_by_many_events_is_one_bytes_object_once_loaded(backend: Backend) -> None:
@@ -26,7 +21,7 @@ async def test_a_part_named_by_many_events_is_one_bytes_object_once_loaded(backe
         Message.user(Text("look"), shot), run_id="r1"
     )
     for i in range(1, 4):  # each pause's state carries the notebook, image and all
-        await record_decisions(store, "r1", lambda s: s.approve(s.pending[0].call.id))
+        await record_decisions(store, "r1", lambda s: s.approve(s.open_calls[0].call.id))
         await Agent(ScriptedModel([Action("refund", {"order": str(i)})]), [refund], store=store).run(run_id="r1")
     loaded = await (await backend.open()).load("r1")
     found = [

@@ -38,10 +38,12 @@ def _agent(store, replies) -> Agent:
     return Agent(ScriptedModel(replies), [screenshot, publish], store=store, max_steps=30, signing_key=b"k" * 32)
 
 
-async def _size(backend: Backend, store) -> int:
+async def _size(backend: Backend, store) -> int | None:
     if backend.name == "sqlite":
         store.close()  # the last connection checkpoints the WAL into the file
         return sum(os.path.getsize(p) for p in (backend.path, f"{backend.path}-wal") if os.path.exists(p))
+    if backend.name != "postgres":
+        return None  # a backend this test does not know how to weigh
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(PG_DSN) as conn:
@@ -59,7 +61,7 @@ async def test_a_1_mb_image_in_a_20_step_run_is_stored_once(backend: Backend) ->
     replies = [Action("screenshot", {"step": i}) for i in range(19)] + [Action("publish", {"page": "home"})]
     paused = await _agent(store, replies).run(Message.user("check the page", SHOT), run_id="shots")
     assert paused.status == "paused" and paused.state.steps == 20
-    approved = paused.state.approve(paused.pending[0].call.id, key=b"k" * 32)
+    approved = paused.state.approve(paused.items[0].call.id, key=b"k" * 32)
     done = await _agent(await backend.open(), ["Published."]).run(approved)
     assert done.status == "finished"
 
@@ -72,6 +74,8 @@ async def test_a_1_mb_image_in_a_20_step_run_is_stored_once(backend: Backend) ->
         assert all(p.data is SHOT.data for p in shots)
         return
     size = await _size(backend, store)
+    if size is None:
+        return
     assert size < 3 * MB, f"{size:,} bytes for a run that names a 1 MiB image in 20 notes and a paused state"
 
 

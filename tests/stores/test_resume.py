@@ -21,6 +21,7 @@ class Refunds:
     done: list[tuple[str, float]] = field(default_factory=list)
 
     def tool(self) -> Tool:
+        # Not support.refund: it records each execution with its amount, to show what a resumed call ran with.
         @tool(approval=True)
         def refund(order: str, amount: float) -> str:
             """Refund an order."""
@@ -57,8 +58,8 @@ async def test_a_paused_run_resumes_from_a_fresh_store_and_runs_the_tool_once(ba
     refunds = Refunds()
     run_id = await pause(await backend.open(), refunds)
     store, state = await fresh_state(backend, run_id)
-    assert state.status == "paused" and [p.call.name for p in state.pending] == ["refund"]
-    state = state.approve(state.pending[0].call.id, {"order": "A1", "amount": 15}, by="ana")
+    assert state.status == "paused" and [p.call.name for p in state.open_calls] == ["refund"]
+    state = state.approve(state.open_calls[0].call.id, {"order": "A1", "amount": 15}, by="ana")
     result = await agent_after_pause(store, refunds).run(state)
     assert result.status == "finished" and result.output == "Refund sent."
     assert refunds.done == [("A1", 15)]
@@ -70,7 +71,7 @@ async def test_a_decision_committed_by_another_writer_resumes_by_run_id(backend:
     refunds = Refunds()
     run_id = await pause(await backend.open(), refunds)
     inbox, state = await fresh_state(backend, run_id)  # e.g. the web inbox
-    decision = state.approve(state.pending[0].call.id, by="ana").decision(state.pending[0].call.id)
+    decision = state.approve(state.open_calls[0].call.id, by="ana").decision(state.open_calls[0].call.id)
     assert decision is not None
     await inbox.append(run_id, [ApprovalDecided(decision)], expected_seq=state.seq)
     worker = await backend.open()  # e.g. `tether resume` in another process
@@ -83,7 +84,7 @@ async def test_resuming_the_same_state_twice_conflicts_and_executes_nothing(back
     refunds = Refunds()
     run_id = await pause(await backend.open(), refunds)
     store, state = await fresh_state(backend, run_id)
-    state = state.approve(state.pending[0].call.id)
+    state = state.approve(state.open_calls[0].call.id)
     assert (await agent_after_pause(store, refunds).run(state)).status == "finished"
     length = len(await store.load(run_id))
     with pytest.raises(LeaseConflict):
@@ -96,7 +97,7 @@ async def test_two_workers_racing_to_resume_one_run_execute_the_tool_once(backen
     refunds = Refunds()
     run_id = await pause(await backend.open(), refunds)
     _, state = await fresh_state(backend, run_id)
-    state = state.approve(state.pending[0].call.id)
+    state = state.approve(state.open_calls[0].call.id)
     workers = [agent_after_pause(await backend.open(), refunds) for _ in range(2)]
     outcomes = await asyncio.gather(*(w.run(state) for w in workers), return_exceptions=True)
     assert sorted(type(o).__name__ for o in outcomes) == ["LeaseConflict", "RunResult"]

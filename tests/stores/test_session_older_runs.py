@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from support import refund
 from tether import Action, Agent, LeaseConflict, UserError, tool
 from tether.testing import ScriptedModel
 
@@ -28,7 +29,7 @@ async def _moved_on(backend: Backend):
     calls, charge = _charging()
     two = [Action("charge", {"order": "A"}), Action("charge", {"order": "B"})]
     r1 = await Agent(ScriptedModel([two, "done"]), [charge], store=store, max_tool_calls=1).run("pay", session="s")
-    assert r1.status == "limit-reached" and calls == [] and len(r1.pending) == 2
+    assert r1.status == "limit-reached" and calls == [] and len(r1.items) == 2
     r2 = await Agent(ScriptedModel([Action("charge", {"order": "B"}), "paid B"]), [charge], store=store).run(
         "retry", session="s"
     )
@@ -72,12 +73,6 @@ async def test_a_new_run_of_a_session_is_refused_while_its_last_run_is_leased(ba
         await Agent(ScriptedModel(["again"]), store=store).run("more", session="s")
     (info,) = await store.sessions("s")
     assert info.last_run == first.run_id and info.runs == 1
-
-
-@tool(approval=True)
-def refund(order: str) -> str:
-    """Refund an order (a person approves)."""
-    return f"refunded {order}"
 
 
 @pytest.mark.parametrize("labels", [("session", "continues"), ("continues",), ("session",)])

@@ -6,10 +6,11 @@ import asyncio
 
 import pytest
 
-from tether import Action, Agent, FunctionPolicy, LeaseConflict, StateError, UserError, tool
+from support import refund
+from tether import Action, Agent, FunctionPolicy, LeaseConflict, StateError, UserError
+from tether._loop.session import NOT_FINISHED
 from tether.events import Cancelled, RunStarted
 from tether.memory import compactor
-from tether.session import NOT_FINISHED
 from tether.testing import ScriptedModel
 
 from .conftest import Backend
@@ -19,12 +20,6 @@ def _echo(context, tools):
     """Says how many user notes it sees and the first of them."""
     users = [m.text for m in context if m.role == "user"]
     return f"{len(users)} notes, first {users[0]!r}"
-
-
-@tool(approval=True)
-def refund(order: str) -> str:
-    """Refund an order (a person approves)."""
-    return f"refunded {order}"
 
 
 async def test_each_run_of_a_session_starts_from_the_notebook_its_last_run_left(backend: Backend) -> None:
@@ -55,7 +50,7 @@ async def test_a_session_whose_last_run_is_paused_refuses_a_new_run(backend: Bac
     with pytest.raises(StateError, match=rf"session 's' cannot start a new run: its last run {paused.run_id!r} waits"):
         await Agent(FunctionPolicy(_echo), [refund], store=store).run("anything else?", session="s")
     done = await Agent(ScriptedModel(["Refunded."]), [refund], store=store).run(
-        paused.state.approve(paused.pending[0].call.id)
+        paused.state.approve(paused.items[0].call.id)
     )
     assert done.status == "finished"
     after = await Agent(FunctionPolicy(_echo), [refund], store=store).run("anything else?", session="s")

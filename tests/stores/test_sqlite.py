@@ -167,3 +167,9 @@ async def test_a_writer_locked_out_past_busy_timeout_gets_store_error_and_writes
     assert await store.load("r") == []
     assert await store.append("r", [RunStarted("r")], expected_seq=0) == 1
     store.close()
+
+
+def test_a_new_sqlite_store_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    SQLiteStore(tmp_path / "private" / "runs.db").close()
+    assert oct((tmp_path / "private" / "runs.db").stat().st_mode & 0o777) == "0o600"
+    assert oct((tmp_path / "private").stat().st_mode & 0o777) == "0o700"

@@ -106,6 +106,7 @@ def _desk_executor(store, ran):  # type: ignore[no-untyped-def]
         ran.append(f"look {order_id}")
         return f"{order_id}: $79"
 
+    # Not support.refund: it writes into the same trace as look, so the order of the steps shows.
     @tool(approval=True)
     def refund(order_id: str) -> str:
         """Refund (a person approves)."""
@@ -136,7 +137,7 @@ def test_a_plan_paused_in_step_two_is_approved_elsewhere_and_finishes_without_re
     paused = _run(plan_and_execute(ScriptedModel([PLAN]), _desk_executor(store, ran), "refund A1", run_id="p1"))
     assert paused.status == "paused" and ran == ["look A1"]
     assert paused.run is not None
-    [item] = paused.run.pending
+    [item] = paused.run.items
     assert item.label == "plan-and-execute › executor › refund"
     _run(record_decisions(store, "p1", lambda s: s.approve(item.id, by="ana")))  # another process
     agent = plan_execute_agent(ScriptedModel([]), _desk_executor(store, ran))  # the planner is not asked again

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
+from support import refund
 from tether import Action, Agent, FunctionPolicy, Message, ProviderError, ToolCall, Usage, record_decisions, tool
+from tether._loop.run import Settings
 from tether.events import Event
-from tether.run import Settings
 from tether.stores.memory import MemoryStore
 from tether.stores.sqlite import SQLiteStore
 from tether.telemetry import Tracing, export, run_context
@@ -48,12 +49,6 @@ def weather(city: str) -> str:
 def broken() -> str:
     """A tool that always fails."""
     raise ValueError("the database is down")
-
-
-@tool(approval=True)
-def refund(order: str) -> str:
-    """Refund an order (a human approves)."""
-    return f"refunded {order}"
 
 
 def two_tools_agent(traces: Traces, **kw: Any) -> Agent:
@@ -177,7 +172,7 @@ def test_a_pause_ends_the_run_span_and_a_denial_is_a_tool_span_of_no_length(trac
     assert (root.attributes["tether.run.status"], root.attributes["tether.pause.reason"]) == ("paused", "approval")
     assert [e.name for e in root.events] == ["tether.approval-requested"]
     assert traces.named("execute_tool refund") == []
-    done = agent.run_sync(paused.state.deny(paused.pending[0].call.id, "not this one"))
+    done = agent.run_sync(paused.state.deny(paused.items[0].call.id, "not this one"))
     assert done.status == "finished"
     denied = traces.one("execute_tool refund")
     assert denied.start_time == denied.end_time
@@ -188,7 +183,7 @@ def test_a_resumed_run_is_a_new_trace_linked_to_the_run(traces: Traces) -> None:
     agent = Agent(named(ScriptedModel([Action("refund", {"order": "A1"}), "Refunded."])), [refund],
                   observers=[Tracing(traces.tracer)])  # fmt: skip
     paused = agent.run_sync("Refund A1", run_id="r-link")
-    agent.run_sync(paused.state.approve(paused.pending[0].call.id))
+    agent.run_sync(paused.state.approve(paused.items[0].call.id))
     first, second = sorted(traces.named("invoke_agent agent"), key=lambda s: s.start_time or 0)
     run = run_context("r-link")
     assert first.context.trace_id == run.trace_id
@@ -212,7 +207,7 @@ def test_export_after_the_fact_makes_the_spans_a_live_run_makes(traces: Traces) 
     agent = Agent(named(ScriptedModel([Action("refund", {"order": "A1"}), "Refunded."])), [refund, broken],
                   store=store, observers=[Tracing(traces.tracer)])  # fmt: skip
     paused = agent.run_sync("Refund A1", run_id="r-export")
-    agent.run_sync(paused.state.approve(paused.pending[0].call.id))
+    agent.run_sync(paused.state.approve(paused.items[0].call.id))
     live = shape(traces)
     traces.exporter.clear()
     export(asyncio.run(store.load("r-export")), traces.tracer, tools=[refund, broken])
@@ -304,7 +299,7 @@ def test_a_run_paused_in_one_process_and_resumed_in_another_has_two_linked_trace
 
     async def approve() -> None:
         store = SQLiteStore(db)
-        await record_decisions(store, "r-two-processes", lambda s: s.approve(s.pending[0].call.id, by="ana"))
+        await record_decisions(store, "r-two-processes", lambda s: s.approve(s.open_calls[0].call.id, by="ana"))
         await store.aclose()
 
     asyncio.run(approve())

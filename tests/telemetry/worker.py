@@ -11,16 +11,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tether import Action, Agent, tool
+from tether import Action, Agent
 from tether.stores.sqlite import SQLiteStore
 from tether.telemetry import Tracing
 from tether.testing import ScriptedModel
 
-
-@tool(approval=True)
-def refund(order: str) -> str:
-    """Refund an order (a human approves)."""
-    return f"refunded {order}"
+sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # tests/, for support (run as a script)
+from support import refund  # noqa: E402
 
 
 def main(step: str, db: str, run_id: str, out: str) -> None:

@@ -1,4 +1,4 @@
-"""Escape attempts against the real bubblewrap sandbox (RELIABILITY.md C.22-C.24, C.27).
+"""Escape attempts against the real bubblewrap sandbox.
 
 Every check is effect-based: a host canary file, process or TCP server is
 inspected from outside, and each denial has a positive control showing that the
@@ -73,7 +73,7 @@ async def test_seccomp_refuses_keyrings_bpf_and_io_uring(sandbox: Sandbox) -> No
 
 
 async def test_remounting_read_write_fails(sandbox: Sandbox) -> None:
-    """The escape bwrap-as-root allows when capabilities are kept (RELIABILITY.md section 0)."""
+    """The escape bwrap-as-root allows when capabilities are kept."""
     script = (
         "mount -o remount,rw / ; mount -o remount,bind,rw /usr ; mount -t tmpfs none /usr ; echo pwned > /usr/canary"
     )

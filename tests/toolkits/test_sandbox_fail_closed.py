@@ -1,4 +1,4 @@
-"""Fail closed (RELIABILITY.md C.28): no working bubblewrap, no command runs.
+"""Fail closed: no working bubblewrap, no command runs.
 
 Unless the developer explicitly passes ``unsafe_no_sandbox=True``, which warns
 and marks every result as unsandboxed.

@@ -1,4 +1,4 @@
-"""The sandbox is not host root in disguise (issue 9, items 1 and 2; RELIABILITY.md section 0.8).
+"""The sandbox is not host root in disguise (issue 9, items 1 and 2).
 
 Attacks as the review ran them: plant a setuid/setgid file in the workspace by
 every route we know (shell and python), then use it from the host as an

@@ -1,4 +1,4 @@
-"""Resource limits, timeouts and clean-up of the real sandbox (RELIABILITY.md C.25, C.26).
+"""Resource limits, timeouts and clean-up of the real sandbox.
 
 "No leftovers" is checked by marker strings in command lines: after a run, no
 host process may still carry the run's marker. Deadlines below are liveness

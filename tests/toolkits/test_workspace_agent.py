@@ -37,7 +37,7 @@ async def test_agent_lists_counts_writes_and_reads_back(workspace: Path) -> None
     result = await agent.run("Count the lines of code in this project and write a summary.")
     while result.status == "paused":  # a human approves each gated call, then the run resumes
         state = result.state
-        for pending in result.pending:
+        for pending in result.items:
             approved.append(pending.call.name)
             state = state.approve(pending.call.id, by="test")
         result = await agent.run(state)

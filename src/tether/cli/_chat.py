@@ -104,7 +104,7 @@ async def _conversation(session: Session, run_id: str) -> Context:
     """The run's notebook, with a note for every call that never reported back."""
     state = await load_state(session.store, run_id)
     ctx = Context(state.messages)
-    for p in state.pending:
+    for p in state.open_calls:
         if p.status == "started":
             note = CANCELLED_CALL
         else:  # never started: nothing happened (yet)

@@ -39,7 +39,7 @@ from ._options import handle_errors, model_options, resolve, say, settings_from,
 from ._render import PlainRenderer, json_line, make_renderer
 from ._session import Asker, Outcome, Session
 from ._usage import money, run_cost, steps_report
-from ._verdicts import answer, approve, cancel, deny, retry, skip
+from ._verdicts import COMMANDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT = {
@@ -265,7 +265,7 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
     for ev in events:
         renderer.event(ev)
     say("\n".join(steps_report(events)))
-    if state.pending and state.status in ("paused", "needs-decision"):
+    if state.open_calls and state.status in ("paused", "needs-decision"):
         say(describe_pending(tree or state))
 
 
@@ -284,7 +284,7 @@ def describe_pending(state: RunState) -> str:
     return "\n".join(lines)
 
 
-for command in (approve, deny, answer, retry, skip, cancel):
+for command in COMMANDS:
     cli.add_command(command)
 cli.add_command(mcp_command)  # `tether mcp list`: the MCP servers of the config
 

@@ -22,28 +22,17 @@ import getpass
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
 from ..journal import state_of
-from ..state import Decision, PendingCall, RunState, Verdict
+from ..pending import VERBS
+from ..state import Choice, Decision, PendingCall, RunState
 from ..store import record_decisions
 from ._render import visible
 
 if TYPE_CHECKING:
     from ..stores import RunStore
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """One person's answer to one waiting call."""
-
-    call_id: str  # the item's id: a call id, or a path into a child run
-    verdict: Verdict
-    args: dict[str, Any] | None = None
-    message: str = ""
-    answer: Any = None
 
 
 def reviewer() -> str:
@@ -76,16 +65,7 @@ async def record(
     if state.status not in ("paused", "needs-decision"):
         hint = " (if its process died, `tether resume` it first)" if state.status == "running" else ""
         raise UserError(f"run {run_id!r} is {state.status!r}, not waiting for a decision{hint}")
-
-    def apply(current: RunState) -> RunState:
-        for c in choices:
-            current = decide(current, c, key=key, by=by or reviewer())
-        return current
-
-    return await record_decisions(store, run_id, apply, replace=replace)
-
-
-PAST = {"approve": "approved", "deny": "denied", "retry": "set to run again", "skip": "skipped", "answer": "answered"}
+    return await record_decisions(store, run_id, choices, by=by or reviewer(), key=key, replace=replace)
 
 
 def same(d: Decision, c: Choice) -> bool:
@@ -97,36 +77,23 @@ def described(d: Decision) -> str:
     """``approved by cli:me`` / ``denied by cli:me ("not now")``, for messages."""
     edited = f" with {json.dumps(d.args, sort_keys=True)}" if d.args is not None else ""
     said = f" ({d.message!r})" if d.message else ""
-    return f"{PAST.get(d.verdict, d.verdict)}{edited} by {d.by or '?'}{said}"
+    return f"{VERBS[d.verdict].done}{edited} by {d.by or '?'}{said}"
 
 
 def check_replacing(state: RunState, choices: Sequence[Choice], replace: bool) -> list[Choice]:
     """The choices that change something; UserError for a change made without ``replace``."""
     changes = []
     for c in choices:
-        d = state.decision(c.call_id)
+        d = state.decision(c.item)
         if d is not None and same(d, c):
             continue
         if d is not None and not replace:
             raise UserError(
-                f"call {c.call_id!r} is already {described(d)}; that decision stands until the run resumes "
+                f"call {c.item!r} is already {described(d)}; that decision stands until the run resumes "
                 "(pass --replace to change it)"
             )
         changes.append(c)
     return changes
-
-
-def decide(state: RunState, c: Choice, *, key: bytes, by: str) -> RunState:
-    """``state`` with one more signed decision (StateError if the call is not waiting)."""
-    if c.verdict == "approve":
-        return state.approve(c.call_id, c.args, by=by, key=key)
-    if c.verdict == "deny":
-        return state.deny(c.call_id, c.message, by=by, key=key)
-    if c.verdict == "retry":
-        return state.retry(c.call_id, by=by, key=key)
-    if c.verdict == "answer":
-        return state.answer(c.call_id, c.answer, by=by, key=key)
-    return state.skip(c.call_id, c.message, by=by, key=key)
 
 
 def waiting(state: RunState) -> list[PendingCall]:
@@ -191,23 +158,23 @@ def _ask_one(p: PendingCall, read: Prompt) -> Choice:
         print(f"\n  {name} asks: {visible(_question(p))}")
         while not (text := read("  your answer: ").strip()):
             pass
-        return Choice(p.id, "answer", answer=text)
+        return Choice("answer", p.id, answer=text)
     print(f"\n  {name} wants to run with:")
     print(_indent(visible(pretty_args(p)), 4))
     if p.status == "started":
         print(f"  {name} was interrupted before it reported back: it may or may not have run.")
         if _choose(read, "  run it again? [r]etry, [s]kip: ", UNKNOWN_WORDS) == "retry":
-            return Choice(p.id, "retry")
-        return Choice(p.id, "skip", message=read("  tell the model why (optional): ").strip())
+            return Choice("retry", p.id)
+        return Choice("skip", p.id, message=read("  tell the model why (optional): ").strip())
     while True:
         answer = _choose(read, "  allow? [y]es, [n]o, [e]dit: ", APPROVAL_WORDS)
         if answer == "approve":
-            return Choice(p.id, "approve")
+            return Choice("approve", p.id)
         if answer == "deny":
-            return Choice(p.id, "deny", message=read("  tell the model why (optional): ").strip())
+            return Choice("deny", p.id, message=read("  tell the model why (optional): ").strip())
         args = _edit(p, read)
         if args is not None:
-            return Choice(p.id, "approve", args=args)
+            return Choice("approve", p.id, args=args)
 
 
 def _choose(read: Prompt, prompt: str, words: dict[str, str]) -> str:

@@ -11,9 +11,10 @@ Three renderers share one small interface (``start``, ``event``, ``stop``):
 * :class:`JsonRenderer` prints every event, tokens included, as one JSON
   object per line (:func:`tether.events.to_dict`).
 
-The trace lines come from :func:`tether.trace.render`, with two changes for a
+The trace lines are the story lines of :class:`tether.trace.Story` in the
+trace's words (:func:`tether.trace.text_of`), with three changes for a
 terminal: a final answer is printed whole (the trace shortens it to one line),
-and in a chat the user's own words are not echoed back.
+a resumed run says so, and in a chat the user's own words are not echoed back.
 
 Model text and tool output are not trusted to reach a terminal as they are: a
 file the agent reads may hold escape sequences that recolour the terminal, set
@@ -33,8 +34,8 @@ import re
 import sys
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from ..events import Event, Finished, ModelReplied, RunStarted, Token, ToolFinished, ToolStarted, to_dict
-from ..trace import render
+from ..events import Event, ModelReplied, RunStarted, Token, ToolFinished, ToolStarted, to_dict
+from ..trace import Line, Story, text_of
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -75,34 +76,31 @@ class Renderer(Protocol):
     def stop(self) -> None: ...
 
 
-def trace_lines(ev: Event, *, name: str = "agent", chat: bool = False) -> list[str]:
-    """The trace lines for one event (none for tokens and started tools)."""
-    if isinstance(ev, Token | ToolStarted):
-        return []
-    if isinstance(ev, RunStarted) and ev.resumed:
+def trace_lines(line: Line, *, chat: bool = False) -> list[str]:
+    """The terminal lines for one story line: the trace's, but a run's own answer is printed whole
+    when it finishes, a resume says so, and a chat does not echo the user's words."""
+    top = not line.path
+    if top and line.kind == "resumed":
         return ["  (resumed)"]
-    if isinstance(ev, RunStarted) and chat:
-        return []  # the user just typed it
-    if isinstance(ev, ModelReplied) and not ev.message.tool_calls:
-        return []  # the answer is shown whole when the run finishes
-    if isinstance(ev, Finished):
-        label = f"{name}: " if chat else "  final answer: "
-        return visible(label + ev.output).split("\n")
-    text = render([ev], name=name, width=WIDTH)
-    return visible(text).split("\n") if text else []
+    if top and (line.kind == "answer" or (chat and line.kind == "asked")):
+        return []  # the answer is shown whole when the run finishes; in a chat the user just typed it
+    if top and line.kind == "finished":
+        label = f"{line.agent}: " if chat else "  final answer: "
+        return visible(label + line.text).split("\n")
+    text = text_of(line, WIDTH)
+    return visible(text).split("\n") if text is not None else []
 
 
-def style_of(ev: Event) -> str:
-    """A rich style for the event's trace lines."""
-    if isinstance(ev, Finished):
-        return "bold"
-    if isinstance(ev, ModelReplied):
-        return "cyan"
-    if isinstance(ev, ToolFinished):
-        return "red" if ev.result.is_error else "green"
-    if isinstance(ev, RunStarted):
-        return "dim" if ev.resumed else ""
-    return "yellow"
+_STYLES = {"finished": "bold", "thought": "cyan", "call": "cyan", "answer": "cyan", "asked": "", "resumed": "dim"}
+
+
+def style_of(line: Line) -> str:
+    """A rich style for a story line on a terminal (a child run's lines are all yellow)."""
+    if line.path:
+        return "yellow"
+    if line.kind == "result":
+        return "red" if line.error else "green"
+    return _STYLES.get(line.kind, "yellow")
 
 
 class PlainRenderer:
@@ -111,13 +109,15 @@ class PlainRenderer:
     def __init__(self, out: IO[str] | None = None, *, name: str = "agent", chat: bool = False) -> None:
         self.out = out or sys.stdout
         self.name, self.chat = name, chat
+        self.story = Story(name)
 
     def start(self) -> None:
-        pass
+        self.story = Story(self.name)  # each run is told afresh
 
     def event(self, ev: Event) -> None:
-        for line in trace_lines(ev, name=self.name, chat=self.chat):
-            self.out.write(line + "\n")
+        for line in self.story.tell(ev):
+            for text in trace_lines(line, chat=self.chat):
+                self.out.write(text + "\n")
         self.out.flush()
 
     def stop(self) -> None:
@@ -147,6 +147,7 @@ class LiveRenderer:
     def __init__(self, console: Console, *, name: str = "agent", chat: bool = False) -> None:
         self.console = console
         self.name, self.chat = name, chat
+        self.story = Story(name)
         self.streamed = ""
         self.running: dict[str, str] = {}  # call id -> tool name
         self.doing: str | None = None
@@ -156,6 +157,7 @@ class LiveRenderer:
         from rich.live import Live
 
         self.streamed, self.running, self.doing = "", {}, "thinking"
+        self.story = Story(self.name)  # each run is told afresh
         self.live = Live(console=self.console, transient=True, refresh_per_second=10, get_renderable=self._status)
         self.live.start()
 
@@ -172,9 +174,9 @@ class LiveRenderer:
         self._follow(ev)
         if self.live is not None and (self.doing, bool(self.streamed)) != before:
             self.live.refresh()  # lines printed now carry the live view below them
-        style = style_of(ev)
-        for line in trace_lines(ev, name=self.name, chat=self.chat):
-            self.console.print(Text(line, style=style), soft_wrap=True)
+        for line in self.story.tell(ev):
+            for text in trace_lines(line, chat=self.chat):
+                self.console.print(Text(text, style=style_of(line)), soft_wrap=True)
 
     def _follow(self, ev: Event) -> None:
         """Keep the status line in step with what the run is doing."""
@@ -205,7 +207,7 @@ class LiveRenderer:
             tail = "\n".join(visible(self.streamed[-600:]).split("\n")[-6:])
             parts.append(Text("  " + tail, style="dim"))
         if self.doing:
-            parts.append(Spinner("dots", text=Text(f"{self.name} is {self.doing}…", style="dim")))
+            parts.append(Spinner("dots", text=Text(f"{self.story.agents[()]} is {self.doing}…", style="dim")))
         return Group(*parts)
 
 

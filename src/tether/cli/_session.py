@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..events import Cancelled, Event, Failed, Finished, LimitReached, Paused, RunStarted
-from ..state import RunState
+from ..state import Choice, RunState
 from ._config import Settings, build_agent, open_store, recorded_fields, settings_for_run
-from ._decide import Choice, record
+from ._decide import record
 from ._errors import ConfigError
 from ._keys import check_record, key_source, run_meta, signing_key
 from ._mcp import mcp_tools

@@ -1,6 +1,10 @@
-"""The commands that record a person's decision on a paused run: approve, deny, answer, retry, skip, cancel.
+"""The commands that record a person's decision on a paused run, one per verdict, and cancel.
 
-Each records in the store and says what to run next (``tether resume``); none runs the agent.
+``approve`` (edited arguments, several calls at once) and ``answer`` (text or
+JSON) are written out; every verdict on one item that takes a message or
+nothing (``deny``, ``retry``, ``skip``) is made by :func:`one_item` from
+:data:`tether.pending.VERBS`. Each records in the store and says what to run
+next (``tether resume``); none runs the agent.
 """
 
 from __future__ import annotations
@@ -13,16 +17,15 @@ import click
 
 from ..events import Cancelled, RunStarted
 from ..exceptions import UserError
-from ..state import Decision, RunState
+from ..pending import VERBS, Verdict
+from ..state import Choice, Decision, RunState
 from ..store import load_tree
 from ._config import load_settings, location
-from ._decide import Choice, check_args_for, check_replacing, described, load_state, record, waiting
+from ._decide import check_args_for, check_replacing, described, load_state, record, waiting
 from ._options import handle_errors, replace_option, resolve, say, store_options
 from ._session import Session
 
-__all__ = ["approve", "answer", "cancel", "deny", "retry", "skip"]
-
-DONE = {"approve": "approved", "deny": "denied", "retry": "will retry", "skip": "skipped", "answer": "answered"}
+__all__ = ["COMMANDS", "answer", "approve", "cancel", "one_item"]
 
 
 # -- deciding ---------------------------------------------------------------------------
@@ -47,21 +50,9 @@ def approve(run_id: str, call_ids: tuple[str, ...], args_json: str | None, repla
                 f"run {state.run_id!r} has no call waiting for approval"
                 + (f" ({done}; continue with `tether resume`)" if done else "")
             )
-        return [Choice(cid, "approve", args=args) for cid in ids]
+        return [Choice("approve", cid, args=args) for cid in ids]
 
     decide_command(opts, run_id, choose, replace)
-
-
-@click.command()
-@click.argument("run_id")
-@click.argument("call_id")
-@store_options
-@click.option("--message", "-m", default="", help="What the model reads as the call's result.")
-@replace_option
-@handle_errors
-def deny(run_id: str, call_id: str, message: str, replace: bool, **opts: Any) -> None:
-    """Deny one call; the model is told (with your message) and carries on."""
-    decide_command(opts, run_id, lambda state: [Choice(call_id, "deny", message=message)], replace)
 
 
 @click.command()
@@ -78,30 +69,24 @@ def answer(run_id: str, item: str, text: str, as_json: bool, replace: bool, **op
         value = json.loads(text) if as_json else text
     except ValueError as exc:
         raise UserError(f"--json: TEXT is not JSON ({exc})") from None
-    decide_command(opts, run_id, lambda state: [Choice(item, "answer", answer=value)], replace)
+    decide_command(opts, run_id, lambda state: [Choice("answer", item, answer=value)], replace)
 
 
-@click.command()
-@click.argument("run_id")
-@click.argument("call_id")
-@store_options
-@replace_option
-@handle_errors
-def retry(run_id: str, call_id: str, replace: bool, **opts: Any) -> None:
-    """Run again a call whose outcome is unknown (it was interrupted by a crash)."""
-    decide_command(opts, run_id, lambda state: [Choice(call_id, "retry")], replace)
+def one_item(verdict: Verdict) -> click.Command:
+    """``tether deny`` / ``retry`` / ``skip``: the command of a verdict on one item that takes a message or nothing.
 
+    Its help is the verdict's own words, and it takes ``--message`` when the verdict
+    does (:data:`tether.pending.VERBS`).
+    """
 
-@click.command()
-@click.argument("run_id")
-@click.argument("call_id")
-@store_options
-@click.option("--message", "-m", default="", help="What the model reads as the call's result.")
-@replace_option
-@handle_errors
-def skip(run_id: str, call_id: str, message: str, replace: bool, **opts: Any) -> None:
-    """Do not run again a call whose outcome is unknown; the model is told."""
-    decide_command(opts, run_id, lambda state: [Choice(call_id, "skip", message=message)], replace)
+    def decide(run_id: str, call_id: str, replace: bool, message: str = "", **opts: Any) -> None:
+        decide_command(opts, run_id, lambda state: [Choice(verdict, call_id, message=message)], replace)
+
+    fn = replace_option(handle_errors(decide))
+    if VERBS[verdict].takes == "message":
+        fn = click.option("--message", "-m", default="", help="What the model reads as the call's result.")(fn)
+    fn = click.argument("run_id")(click.argument("call_id")(store_options(fn)))
+    return click.command(verdict, help=VERBS[verdict].says)(fn)
 
 
 def decide_command(
@@ -120,7 +105,7 @@ def decide_command(
         if changes:
             state = session.run(record(session.store, rid, changes, key=session.key, replace=replace))
     for c in choices:
-        say(decided_line(c, state, before.decision(c.call_id), changed=c in changes))
+        say(decided_line(c, state, before.decision(c.item), changed=c in changes))
     left = waiting(state)
     if left:
         say(f"still waiting: {', '.join(p.id for p in left)}")
@@ -130,13 +115,13 @@ def decide_command(
 
 def decided_line(c: Choice, state: RunState, old: Decision | None, *, changed: bool) -> str:
     """``approved call_1_0: shell {...}``, with what it replaced, or that it changed nothing."""
-    p = state.item(c.call_id)
+    p = state.item(c.item)
     if old is not None and not changed:
         return f"{p.id} is already {described(old)}: nothing changed"
     edited = f" with {json.dumps(c.args, sort_keys=True)}" if c.args is not None else ""
     answered = f" with {json.dumps(c.answer, ensure_ascii=False)}" if c.verdict == "answer" else ""
     replaced = f" (replaces: {described(old)})" if old is not None else ""
-    return f"{DONE[c.verdict]} {p.id}: {p.label} {p.call.arguments}{edited}{answered}{replaced}"
+    return f"{VERBS[c.verdict].done} {p.id}: {p.label} {p.call.arguments}{edited}{answered}{replaced}"
 
 
 @click.command()
@@ -155,3 +140,8 @@ def cancel(run_id: str, **opts: Any) -> None:
         event = Cancelled("cancelled from the command line", final=True)
         session.run(session.store.append(rid, [event], expected_seq=state.seq))
     say(f"cancelled {rid}")
+
+
+ONE_ITEM = tuple(one_item(v) for v, verb in VERBS.items() if verb.takes in ("message", "nothing"))
+COMMANDS = (approve, answer, *ONE_ITEM, cancel)
+"""Every command of this module: one per verdict (see :data:`tether.pending.VERBS`), and ``cancel``."""

@@ -11,7 +11,7 @@ truth, and submits every run a worker should advance now:
   web inbox).
 
 It looks once per ``every`` seconds, and at once when the store reports a
-change (``store.changes()``, where the store has it: PostgreSQL's ``LISTEN``).
+change (where the store is a :class:`~tether.store.ChangeFeed`: PostgreSQL's ``LISTEN``).
 Submitting a run twice is harmless: the second worker loses the lease race.
 
 >>> import asyncio
@@ -27,7 +27,7 @@ Submitting a run twice is harmless: the second worker loses the lease race.
 >>> paused = agent.run_sync("Refund A1", run_id="r1")
 >>> async def main():
 ...     from tether import record_decisions
-...     await record_decisions(store, "r1", lambda s: s.approve(s.pending[0].id, by="ana"))
+...     await record_decisions(store, "r1", lambda s: s.approve(s.open_calls[0].id, by="ana"))
 ...     async with LocalPool({"desk": agent}) as pool:
 ...         found = await Sweeper(store, pool).sweep()
 ...         await pool.drain()
@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from ..events import Event, Paused, RunStarted
 from ..exceptions import StateError, StoreError
 from ..journal import Journal
-from ..store import RunInfo, RunStore, load_tree
+from ..store import ChangeFeed, RunInfo, RunStore, load_tree
 from . import Dispatcher
 
 __all__ = ["Sweeper", "runnable"]
@@ -145,11 +145,10 @@ class Sweeper:
                 await asyncio.sleep(self.every)
 
     async def _watch(self) -> None:
-        changes = getattr(self.store, "changes", None)
-        if changes is None:
-            return
+        if not isinstance(self.store, ChangeFeed):
+            return  # the sweeps alone find what changed
         try:
-            async for run_id in changes(interval=self.every):
+            async for run_id in self.store.changes(interval=self.every):
                 root = run_id.partition("/")[0]  # a decision in a child run wakes its root
                 with contextlib.suppress(StoreError):
                     await self.consider(root)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ..exceptions import UserError
 from ..messages import Message
+from ..pending import VERBS, Verdict
 from ..policy import Action, Move
 from ..testing import ScriptedModel
 from .graders import ExpectedCall, Grader, contains, exact, excludes, json_match, status_is, tool_calls
@@ -268,16 +269,24 @@ def reference_brain(case: Case | Setup) -> ScriptedModel:
     return ScriptedModel(list(case.reference))
 
 
-Verdict = tuple[Literal["approve", "deny", "retry", "skip"], str]
+SCRIPTED: dict[str, Verdict] = {v: v for v, verb in VERBS.items() if verb.takes != "answer"}
+"""The verdicts a case's scripted human gives: every one of :data:`tether.pending.VERBS` but a question's answer."""
 
 
-def parse_verdict(text: str, case_id: str = "?") -> Verdict:
-    """``"approve"``, ``"deny: message"``, ``"retry"`` or ``"skip: message"`` as (verdict, message)."""
-    verdict, _, message = str(text).partition(":")
-    verdict = verdict.strip().lower()
-    if verdict not in ("approve", "deny", "retry", "skip"):
-        raise UserError(f"case {case_id!r}: unknown human verdict {text!r} (approve, deny[: why], retry, skip)")
-    return verdict, message.strip()  # type: ignore[return-value]
+def parse_verdict(text: str, case_id: str = "?") -> tuple[Verdict, str]:
+    """``"approve"``, ``"deny: message"``, ``"retry"`` or ``"skip: message"`` as (verdict, message).
+
+    The message is kept for a verdict that takes one (and dropped for the others).
+
+    >>> parse_verdict("deny: too much"), parse_verdict("approve")
+    (('deny', 'too much'), ('approve', ''))
+    """
+    word, _, message = str(text).partition(":")
+    verdict = SCRIPTED.get(word.strip().lower())
+    if verdict is None:
+        said = ", ".join(v + ("[: why]" if VERBS[v].takes == "message" else "") for v in SCRIPTED.values())
+        raise UserError(f"case {case_id!r}: unknown human verdict {text!r} ({said})")
+    return verdict, message.strip() if VERBS[verdict].takes == "message" else ""
 
 
 def _expected_call(data: Any, where: str) -> ExpectedCall:

@@ -24,7 +24,6 @@ changed since it was graded is run again.
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import tempfile
 import time
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..agent import Agent
 from ..events import ApprovalDecided
 from ..exceptions import UserError
-from ..state import RunState
+from ..state import Choice
 from ..store import load_tree, record_decisions
 from ..toolkits._walk import remove_tree
 from . import _records
@@ -303,9 +302,10 @@ async def _answer_humans(agent: Agent, setup: Setup) -> None:
         verdicts = [parse_verdict(v, setup.case.id) for v in setup.case.human[used:]]
         if not open_items or len(verdicts) < len(waiting):
             return  # the script has no more answers: the run stays paused, and the graders see it
-        if waiting:
-            decide = functools.partial(_decide, waiting=waiting, verdicts=verdicts, key=key)
-            await record_decisions(store, run_id, decide)
+        if waiting:  # each item by its id from the root: the delegating calls, then the call
+            scripted = zip(waiting, verdicts, strict=False)
+            choices = [Choice(verdict, p.id, message=said) for p, (verdict, said) in scripted]
+            await record_decisions(store, run_id, choices, by="eval", key=key)
         await agent.run(run_id=run_id)
 
 
@@ -316,17 +316,3 @@ async def _decisions_in_tree(store: RunStore, run_id: str) -> int:
     for child in await _records.child_runs(store, run_id, events):
         count += await _decisions_in_tree(store, child)
     return count
-
-
-def _decide(state: RunState, *, waiting: list[Any], verdicts: list[Any], key: bytes | None) -> RunState:
-    for pending, (verdict, message) in zip(waiting, verdicts, strict=False):
-        cid = pending.id  # from the root: the delegating calls, then the call
-        if verdict == "approve":
-            state = state.approve(cid, by="eval", key=key)
-        elif verdict == "deny":
-            state = state.deny(cid, message, by="eval", key=key)
-        elif verdict == "retry":
-            state = state.retry(cid, by="eval", key=key)
-        else:
-            state = state.skip(cid, message, by="eval", key=key)
-    return state

@@ -34,7 +34,7 @@ import httpx
 from ..context import Context
 from ..exceptions import ProviderError, UserError
 from ..messages import Message
-from ..policy import check_model_request
+from ..testing import check_model_request
 from ..tools import Tool
 from ._retry import retry_delay, should_retry
 from ._sse import ServerSentEvent, SSEDecoder

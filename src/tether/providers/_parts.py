@@ -1,19 +1,16 @@
-"""Images and files at the provider boundary: each vendor's wire shape, and clear refusals.
+"""Images and files at the provider boundary: Anthropic's blocks, and clear refusals.
 
-OpenAI chat completions takes images (``image_url``, a data URL or a link)
-and PDF files (``file`` parts with ``file_data``) in user notes only; a tool
-result there is text, so the images and files a tool returned follow the
-turn's results as one user note. Anthropic takes ``image`` and ``document``
-blocks in user notes and inside ``tool_result`` blocks. A brain that takes
-text only (the local model) refuses any part before a request is made.
+Anthropic takes ``image`` and ``document`` blocks in user notes and inside
+``tool_result`` blocks. A brain that takes text only (the local model) refuses
+any part before a request is made. OpenAI's shape of parts is written with the
+rest of its wire, in :mod:`tether.providers.openai_compat`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from ..context import Context
 from ..exceptions import UserError
 from ..messages import Message
 from ..parts import File, Image, Part, Text
@@ -31,35 +28,6 @@ def refuse_parts(context: Iterable[Message], brain: str) -> None:
                 f"{brain} reads text only, but note {i} ({m.role}) holds {m.parts[0]!r}: use a brain that "
                 "reads images and files (OpenAICompatible with a vision model, Anthropic), or send text"
             )
-
-
-def openai_messages(context: Context, wire: Callable[[Message], dict[str, Any]]) -> list[dict[str, Any]]:
-    """The notes in OpenAI's shape; a tool's images and files follow its turn's results as a user note."""
-    out: list[dict[str, Any]] = []
-    carried: list[Part] = []
-    for m in context:
-        if m.parts:
-            _check_openai(m.parts)
-        if m.role == "tool":
-            carried += m.parts
-        elif carried:
-            out.append(_carried(carried))
-            carried = []
-        out.append(wire(m))
-    if carried:
-        out.append(_carried(carried))
-    return out
-
-
-def _carried(parts: list[Part]) -> dict[str, Any]:
-    note = Message.user(Text("The images and files the tool results above refer to, in order:"), *parts)
-    return note.to_openai()
-
-
-def _check_openai(parts: tuple[Part, ...]) -> None:
-    for p in parts:
-        if isinstance(p, File) and p.url is not None:
-            raise UserError(f"OpenAI chat completions takes files as bytes, not URLs: {p!r} (read it, File(data=...))")
 
 
 def anthropic_content(m: Message) -> str | list[dict[str, Any]]:

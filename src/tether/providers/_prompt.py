@@ -43,6 +43,7 @@ from ..messages import Message
 from ..output import OutputTool
 from ..tools import Tool
 from ._parts import refuse_parts
+from .openai_compat import openai_message
 
 FINAL_ANSWER = "final_answer"
 MAX_CALLS_PER_REPLY = 8
@@ -57,7 +58,7 @@ DENIED_NUDGE = (
     "was not done, and say only what the results above show."
 )
 FINAL_ONLY = "Now answer the user with final_answer."
-DENIED_PREFIX = "a human denied this call"  # how the loop's note for a denial begins (turn.py)
+DENIED_PREFIX = "a human denied this call"  # how the loop's note for a denial begins (tether._loop.turn)
 
 
 # -- the JSON Schema -------------------------------------------------------
@@ -272,9 +273,9 @@ def render(context: Context, tools: Sequence[Tool], *, final_only: bool = False)
             first = i
             while first > 0 and messages[first - 1].role == "tool":
                 first -= 1
-            _append_user(out, results_text(messages[first : i + 1], final))
+            append_user(out, results_text(messages[first : i + 1], final))
     if final_only:
-        _append_user(out, FINAL_ONLY.replace(FINAL_ANSWER, final))
+        append_user(out, FINAL_ONLY.replace(FINAL_ANSWER, final))
     return out
 
 
@@ -343,7 +344,7 @@ def _result_text(m: Message) -> str:
     return f"{name} returned: {content}"
 
 
-def _append_user(out: list[dict[str, Any]], text: str) -> None:
+def append_user(out: list[dict[str, Any]], text: str) -> None:
     """Several results in a row become one user message (chat templates want turns to alternate)."""
     if out[-1]["role"] == "user":
         out[-1] = {"role": "user", "content": out[-1]["content"] + "\n\n" + text}
@@ -369,7 +370,7 @@ def request(
     """
     refuse_parts(context, "this brain (constrained decoding: LocalModel, ConstrainedOpenAI)")
     if not tools:
-        return {"messages": [m.to_openai() for m in context]}
+        return {"messages": [openai_message(m) for m in context]}
     schema = choice_schema(tools, final_only=final_only, calls_only=calls_only, max_calls=max_calls)
     if only is not None:
         schema = choice_schema(only, calls_only=True, max_calls=max_calls)
@@ -377,62 +378,6 @@ def request(
         "messages": render(context, tools, final_only=final_only),
         "response_format": {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}},
     }
-
-
-# -- the first decision: does a tool fit? ----------------------------------------
-
-NO_TOOL = "none"
-DECIDE = (
-    'Which tool would you use first for what the user asks? Reply {"tool": <its name>}, or {"tool": "none"} '
-    "when no tool helps with it (then you answer yourself)."
-)
-# The question the 0.5B is asked again once tools have answered: asked what is left
-# (DECIDE_NEXT) it names a tool again after every result and never stops.
-DECIDE_AGAIN = (
-    'Which tool does what the user asks? Reply {"tool": <its name>}, or {"tool": "none"} when no '
-    "tool does it (then you answer yourself) or the results above already answer it."
-)
-# Once tools have answered, the question is what is left: asked "which tool does it?"
-# again, both models answered "none" after the first step of a task of several steps
-# (the weather looked up, the email to send with it never sent).
-DECIDE_NEXT = (
-    'The user asked: "{task}" Done so far: {done}. Does a part of it still need a tool? Reply '
-    '{{"tool": <the tool for that part>}}, or {{"tool": "none"}} when nothing is left to do.'
-)
-
-
-def decision_request(context: Context, tools: Sequence[Tool], *, what_is_left: bool = True) -> dict[str, Any]:
-    """A short constrained request before the reply: the name of the tool that fits, or ``"none"``.
-
-    The answer is one enum value, so the choice between using a tool and
-    answering is a question the model is asked on its own, instead of the
-    first character of a reply. Once tools have answered, the question is what
-    is left of the task (``what_is_left``), or the first question again.
-    """
-    refuse_parts(context, "this brain (constrained decoding: LocalModel, ConstrainedOpenAI)")
-    final = output_tool(tools)  # answering with it is "none": no tool fits, answer
-    schema = {
-        "type": "object",
-        "properties": {"tool": {"enum": [*(t.name for t in tools if t is not final), NO_TOOL]}},
-        "required": ["tool"],
-        "additionalProperties": False,
-    }
-    messages = render(context, tools)
-    task_notes = since_user(context)
-    if not any(m.role == "tool" for m in task_notes):
-        question = DECIDE
-    else:
-        question = _next_question(task_notes) if what_is_left else DECIDE_AGAIN
-    _append_user(messages, question)
-    return {
-        "messages": messages,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "decision", "schema": schema}},
-    }
-
-
-VERIFY = (
-    'Does this tool do what the user asks, or a step of it? {tool} Reply {{"answer": "yes"}} or {{"answer": "no"}}.'
-)
 
 
 def since_user(context: Context) -> list[Message]:
@@ -443,58 +388,3 @@ def since_user(context: Context) -> list[Message]:
         if m.role == "user":
             break
     return out
-
-
-def _next_question(task_notes: list[Message]) -> str:
-    """DECIDE_NEXT with the task's words (its first 600 characters) and the tools called since."""
-    task = " ".join(task_notes[-1].text.split()) if task_notes[-1].role == "user" else ""
-    task = task if len(task) <= 600 else task[:600] + "..."
-    done = [c.name for m in reversed(task_notes) for c in m.tool_calls]
-    return DECIDE_NEXT.format(task=task, done=", ".join(done) or "nothing")
-
-
-def verify_request(context: Context, tools: Sequence[Tool], chosen: Tool) -> dict[str, Any]:
-    """A second short request: does ``chosen`` really give what the question asks? (yes or no).
-
-    Asked about one named tool, the 1.5B tells a stock price tool from a
-    history question; asked to pick among all tools, it picks one anyway.
-    """
-    schema = {
-        "type": "object",
-        "properties": {"answer": {"enum": ["yes", "no"]}},
-        "required": ["answer"],
-        "additionalProperties": False,
-    }
-    messages = render(context, tools)
-    _append_user(messages, VERIFY.format(tool=tool_line(chosen)))
-    return {
-        "messages": messages,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema}},
-    }
-
-
-def confirmed(text: str) -> bool:
-    """Whether the reply to :func:`verify_request` says yes (anything unreadable counts as yes).
-
-    >>> confirmed('{"answer": "no"}'), confirmed('{"answer": "yes"}')
-    (False, True)
-    """
-    try:
-        return bool(json.loads(text).get("answer") != "no")
-    except (ValueError, AttributeError):
-        return True
-
-
-def decided(text: str) -> str | None:
-    """The tool the reply to :func:`decision_request` names; None when no tool fits.
-
-    Anything unreadable counts as "a tool fits, any of them" (``""``).
-
-    >>> decided('{"tool": "none"}'), decided('{"tool": "add"}'), decided("?")
-    (None, 'add', '')
-    """
-    try:
-        name = json.loads(text).get("tool")
-    except (ValueError, AttributeError):
-        return ""
-    return None if name == NO_TOOL else str(name or "")

@@ -62,9 +62,6 @@ from ._prompt import (
     calls_text,
     check_tools,
     choice_schema,
-    confirmed,
-    decided,
-    decision_request,
     final_name,
     offered,
     output_tool,
@@ -73,9 +70,9 @@ from ._prompt import (
     since_user,
     system_prompt,
     tool_line,
-    verify_request,
 )
 from ._reply import AnswerStream, parse_reply
+from ._tool_choice import confirmed, decided, decision_request, verify_request
 from .openai_compat import OpenAICompatible
 
 __all__ = [
@@ -198,7 +195,7 @@ def turn(
     for this task are dropped, and so are calls past ``max_tool_calls`` for the
     task; if no call is left, or the budget was spent already, it asks (again)
     allowing only ``final_answer``. With ``decide_first``, a short request
-    first asks which tool fits (:func:`~tether.providers._prompt.decision_request`):
+    first asks which tool fits (:func:`~tether.providers._tool_choice.decision_request`):
     ``"none"`` allows only the answer, a tool's name only calls (with
     ``narrow``, only calls of that tool: the 0.5B otherwise pads its list with
     calls nobody asked for; with ``verify``, a second short request asks

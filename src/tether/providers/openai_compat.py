@@ -10,6 +10,11 @@ fields, compact JSON, ``messages`` last. Since a run's notebook only grows, the
 body of each request up to the end of its messages is a byte-prefix of the next
 one, which is what provider prompt caches key on.
 
+Images (``image_url``, a data URL or a link) and PDF files (``file`` parts with
+``file_data``) go in user notes only; a tool result here is text, so the images
+and files a tool returned follow the turn's results as one user note
+(:func:`openai_messages`).
+
 >>> from tether import Agent
 >>> model = OpenAICompatible("gpt-4o-mini")                   # doctest: +SKIP
 >>> Agent(model).run_sync("Say hi").output                    # doctest: +SKIP
@@ -19,15 +24,15 @@ one, which is what provider prompt caches key on.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..context import Context
 from ..exceptions import UserError
 from ..messages import Message, Reasoning, ToolCall, Usage, new_call_id
+from ..parts import File, Image, Part, Text
 from ..tools import Tool
 from ._http import AttemptFailed, HTTPPolicy, dumps, error_message, excerpt
-from ._parts import openai_messages
 from ._sse import ServerSentEvent
 from .options import HTTPOptions, merged
 from .presets import PRESETS, Preset
@@ -108,7 +113,7 @@ class OpenAICompatible(HTTPPolicy):
             if self.parallel_tool_calls is not None:
                 payload["parallel_tool_calls"] = self.parallel_tool_calls
         payload.update(self.extra_body)
-        wire = _with_reasoning if self.quirks.send_reasoning else Message.to_openai
+        wire = _with_reasoning if self.quirks.send_reasoning else openai_message
         payload["messages"] = openai_messages(context, wire)  # last: see the module docstring
         return dumps(payload)
 
@@ -157,10 +162,84 @@ def _endpoint(model: OpenAICompatible, found: Preset, parallel_tool_calls: bool 
 
 def _with_reasoning(m: Message) -> dict[str, Any]:
     """The wire message, carrying the reasoning of a tool-calling turn (DeepSeek's thinking mode)."""
-    data = m.to_openai()
+    data = openai_message(m)
     if m.tool_calls:
         data["reasoning_content"] = "".join(r.text for r in m.reasoning)
     return data
+
+
+# -- the notes on the wire ---------------------------------------------------------
+
+
+def openai_messages(context: Context, wire: Callable[[Message], dict[str, Any]]) -> list[dict[str, Any]]:
+    """The notes in OpenAI's shape, each by ``wire`` (:func:`openai_message`, or one that adds to it);
+    a tool's images and files follow its turn's results as a user note."""
+    out: list[dict[str, Any]] = []
+    carried: list[Part] = []
+    for m in context:
+        if m.parts:
+            _check_openai(m.parts)
+        if m.role == "tool":
+            carried += m.parts
+        elif carried:
+            out.append(_carried(carried))
+            carried = []
+        out.append(wire(m))
+    if carried:
+        out.append(_carried(carried))
+    return out
+
+
+def openai_message(m: Message) -> dict[str, Any]:
+    """One note in the OpenAI chat-completions wire shape.
+
+    Images become ``image_url`` parts and files ``file`` parts of a user note;
+    elsewhere (a tool result, an assistant note) the wire takes text only, so
+    parts are described there (:func:`openai_messages` sends a tool's images in
+    a user note after the results).
+
+    >>> openai_message(Message.user("hi"))
+    {'role': 'user', 'content': 'hi'}
+    """
+    content: str | list[dict[str, Any]] = m.content if isinstance(m.content, str) else m.text
+    if not isinstance(m.content, str) and m.role == "user":
+        content = _openai_parts(m.content)
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id, "content": content}
+    data: dict[str, Any] = {"role": m.role, "content": content}
+    if m.tool_calls:
+        data["content"] = content or None
+        data["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in m.tool_calls
+        ]
+    return data
+
+
+def _openai_parts(parts: tuple[Part, ...]) -> list[dict[str, Any]]:
+    """Parts as OpenAI chat-completions content parts (``text``, ``image_url``, ``file``)."""
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, Text):
+            out.append({"type": "text", "text": p.text})
+        elif isinstance(p, Image):
+            out.append({"type": "image_url", "image_url": {"url": p.data_url}})
+        else:
+            file: dict[str, Any] = {"filename": p.name} if p.name else {}
+            file["file_data"] = p.data_url
+            out.append({"type": "file", "file": file})
+    return out
+
+
+def _carried(parts: list[Part]) -> dict[str, Any]:
+    note = Message.user(Text("The images and files the tool results above refer to, in order:"), *parts)
+    return openai_message(note)
+
+
+def _check_openai(parts: tuple[Part, ...]) -> None:
+    for p in parts:
+        if isinstance(p, File) and p.url is not None:
+            raise UserError(f"OpenAI chat completions takes files as bytes, not URLs: {p!r} (read it, File(data=...))")
 
 
 class _StreamReader:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 from urllib.parse import quote
 
 import pydantic
@@ -22,8 +22,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..events import to_dict
-from ._models import Answer, Approve, CancelBody, Deny, Retry, Skip, StartRun
-from ._service import ApiError, Choice
+from ..pending import VERBS, Verdict
+from ..state import Status
+from ._models import BODIES, CancelBody, StartRun
+from ._service import ApiError, chosen
 from ._sse import change_stream, position_from, run_stream
 from ._state import served as server
 from ._views import item_json, run_json, summary_json
@@ -33,7 +35,7 @@ __all__ = ["OPERATIONS", "Operation", "error_response"]
 B = TypeVar("B", bound=pydantic.BaseModel)
 Endpoint = Callable[[Request], Awaitable[Response]]
 MAX_BODY = 1024 * 1024
-STATUSES = ("running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached")
+STATUSES = get_args(Status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,22 +203,15 @@ async def list_items(request: Request) -> Response:
     return reply({"items": [item_json(i) for i in await server(request).service.waiting()]})
 
 
-def _decide(verdict: str, model: type[pydantic.BaseModel]) -> Endpoint:
+def _decide(verdict: Verdict) -> Endpoint:
     @guarded
     async def decide(request: Request) -> Response:
-        body: Any = await read_body(request, model)
-        if verdict == "answer" and body.answer is None:
-            raise ApiError(422, "invalid-body", "answer: an answer cannot be null")
-        choice = Choice(
-            verdict,
-            body.args_hash,
-            args=getattr(body, "args", None),
-            message=getattr(body, "message", ""),
-            answer=getattr(body, "answer", None),
-        )
-        who = request.scope["tether.who"]
+        body: Any = await read_body(request, BODIES[verdict])
         p = request.path_params
-        view = await server(request).service.decide(p["run_id"], p["call_id"], choice, by=who.reviewer(body.by))
+        payload = body.model_dump(exclude={"args_hash", "by"})  # the one field the verdict takes, if any
+        choice = chosen(verdict, p["call_id"], args_hash=body.args_hash, **payload)
+        who = request.scope["tether.who"]
+        view = await server(request).service.decide(p["run_id"], choice, by=who.reviewer(body.by))
         return reply({"run": run_json(view)})
 
     decide.__name__ = f"{verdict}_item"
@@ -270,49 +265,16 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET", "/api/changes", stream_changes, "Which runs change, live (server-sent events)", ok=((200, "sse"),)
     ),
-    Operation(
-        "POST",
-        ITEM + "/approve",
-        _decide("approve", Approve),
-        "Approve a call",
-        Approve,
-        ((200, "Decided"),),
-        DECIDE_ERRORS,
-    ),
-    Operation(
-        "POST",
-        ITEM + "/deny",
-        _decide("deny", Deny),
-        "Deny a call with a message",
-        Deny,
-        ((200, "Decided"),),
-        DECIDE_ERRORS,
-    ),
-    Operation(
-        "POST",
-        ITEM + "/retry",
-        _decide("retry", Retry),
-        "Run again a call whose outcome is unknown",
-        Retry,
-        ((200, "Decided"),),
-        DECIDE_ERRORS,
-    ),
-    Operation(
-        "POST",
-        ITEM + "/skip",
-        _decide("skip", Skip),
-        "Skip a call whose outcome is unknown",
-        Skip,
-        ((200, "Decided"),),
-        DECIDE_ERRORS,
-    ),
-    Operation(
-        "POST",
-        ITEM + "/answer",
-        _decide("answer", Answer),
-        "Answer a question",
-        Answer,
-        ((200, "Decided"),),
-        DECIDE_ERRORS,
+    *(
+        Operation(
+            "POST",
+            f"{ITEM}/{verdict}",
+            _decide(verdict),
+            verb.says,
+            BODIES[verdict],
+            ((200, "Decided"),),
+            DECIDE_ERRORS,
+        )
+        for verdict, verb in VERBS.items()
     ),
 )

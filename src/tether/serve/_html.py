@@ -17,24 +17,12 @@ from __future__ import annotations
 import html
 import json
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, assert_never
 from urllib.parse import quote
 
-from ..events import (
-    ApprovalDecided,
-    ApprovalRequested,
-    Cancelled,
-    Event,
-    Failed,
-    LimitReached,
-    ModelReplied,
-    Paused,
-    QuestionAsked,
-    RunStarted,
-    ToolFinished,
-)
-from ..messages import Message
+from ..events import Event
+from ..trace import Line, Story
 from ._views import ItemView, RunView
 
 __all__ = ["card", "h", "json_html", "page", "run_link", "story", "when"]
@@ -163,46 +151,58 @@ def _short(text: str, width: int = 400) -> str:
 
 def story(events: Sequence[Event], agent: str) -> str:
     """The run so far, the seed's way: you asked, the agent thought, a tool returned."""
-    lines: list[str] = []
+    teller, items = Story(agent or "agent"), []
     for n, ev in enumerate(events, 1):
-        lines.extend(f'<li class="{cls}" data-pos="{n}">{text}</li>' for cls, text in _lines(ev, agent or "agent"))
-    return f'<ol class="story">{"".join(lines)}</ol>'
+        for line in teller.tell(ev):
+            if (shown := _shown(line)) is not None:
+                cls, text = shown
+                items.append(f'<li class="{cls}{" nested" if line.path else ""}" data-pos="{n}">{text}</li>')
+    return f'<ol class="story">{"".join(items)}</ol>'
 
 
-def _lines(ev: Event, agent: str) -> Iterable[tuple[str, str]]:
-    if isinstance(ev, RunStarted):
-        yield from (("asked", f"<b>you asked</b> “{h(_short(m.text))}”") for m in ev.messages if m.role == "user")
-    elif isinstance(ev, ModelReplied):
-        yield from _reply(ev.message, agent)
-    elif isinstance(ev, ToolFinished):
-        r = ev.result
-        verb, cls = ("failed", "result error") if r.is_error else ("returned", "result")
-        yield cls, f"<b>→ {h(r.name or 'tool')} {verb}</b> {h(_short(r.text))}"
-    elif isinstance(ev, ApprovalRequested):
-        yield "wait", f"<b>‖ {h(ev.call.name)}</b> waits for a person to approve it"
-    elif isinstance(ev, QuestionAsked):
-        yield "wait", f"<b>? {h(agent)} asks</b> “{h(_short(ev.question))}”"
-    elif isinstance(ev, ApprovalDecided):
-        d = ev.decision
-        said = f": “{h(_short(d.message, 200))}”" if d.message else ""
-        yield "decided", f"<b>✓ {h(d.by or 'someone')} said {h(d.verdict)}</b> {said}"
-    elif isinstance(ev, Failed):
-        yield "ended error", f"<b>failed</b> {h(_short(ev.error))}"
-    elif isinstance(ev, Cancelled):
-        yield "ended", f"<b>cancelled</b> {h(_short(ev.reason))}"
-    elif isinstance(ev, LimitReached):
-        yield "ended", f"<b>stopped</b> the {h(ev.limit)} limit of {ev.value:g} was reached"
-    elif isinstance(ev, Paused):
-        yield "paused", f"<b>paused</b> for {h(ev.reason.replace('-', ' '))}"
-
-
-def _reply(m: Message, agent: str) -> Iterable[tuple[str, str]]:
-    if m.tool_calls and m.content:
-        yield "thought", f"<b>{h(agent)} thought</b> {h(_short(m.text))}"
-    for c in m.tool_calls:
-        yield "call", f"<b>{h(agent)} calls</b> <code>{h(c.name)}({h(_short(c.arguments, 300))})</code>"
-    if not m.tool_calls:
-        yield "final", f"<b>final answer</b> {h(_short(m.text, 2000))}"
+def _shown(line: Line) -> tuple[str, str] | None:
+    """A story line as the inbox shows it: a class and its HTML (``None``: not shown)."""
+    who, kind = h(line.agent), line.kind
+    match kind:
+        case "asked":
+            return "asked", f"<b>{f'{who} was asked' if line.path else 'you asked'}</b> “{h(_short(line.text))}”"
+        case "resumed":
+            return None
+        case "thought":
+            return "thought", f"<b>{who} thought</b> {h(_short(line.text))}"
+        case "call":
+            return "call", f"<b>{who} calls</b> <code>{h(line.tool)}({h(_short(line.text, 300))})</code>"
+        case "answer" | "finished":
+            return None if line.echo else ("final", f"<b>final answer</b> {h(_short(line.text, 2000))}")
+        case "result":
+            verb, cls = ("failed", "result error") if line.error else ("returned", "result")
+            return cls, f"<b>→ {h(line.tool)} {verb}</b> {h(_short(line.text))}"
+        case "approval":
+            return "wait", f"<b>‖ {h(line.tool)}</b> waits for a person to approve it"
+        case "question":
+            return "wait", f"<b>? {who} asks</b> “{h(_short(line.text))}”"
+        case "decided":
+            said = f": “{h(_short(line.text, 200))}”" if line.text else ""
+            return "decided", f"<b>✓ {h(line.by or 'someone')} said {h(line.value)}</b> {said}"
+        case "handed-off":
+            return "handoff", f"<b>⇢ {who} hands off</b> to {h(line.value)}"
+        case "child-stopped":
+            stopped = f"<b>→ {h(line.tool)} stopped</b> before it finished ({h(line.value)})"
+            return None if line.echo else ("result", stopped)
+        case "compacted":
+            return "note", "<b>compacted</b> older notes were summarised"
+        case "noted":
+            return "note", f"<b>the model was told</b> {h(_short(line.text))}"
+        case "paused":
+            return "paused", f"<b>paused</b> for {h(line.value.replace('-', ' '))}"
+        case "failed":
+            return "ended error", f"<b>failed</b> {h(_short(line.text))}"
+        case "cancelled":
+            return "ended", f"<b>cancelled</b> {h(_short(line.text))}"
+        case "limit-reached":
+            return "ended", f"<b>stopped</b> {h(line.text)}"
+        case _:
+            assert_never(kind)
 
 
 # -- an item card ---------------------------------------------------------------------

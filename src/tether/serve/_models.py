@@ -11,29 +11,27 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from ..pending import VERBS, Payload, Verdict
+from ..state import Status
 
 __all__ = [
+    "BODIES",
     "MODELS",
+    "PAYLOADS",
     "Agents",
-    "Answer",
-    "Approve",
     "CancelBody",
     "Decided",
-    "Deny",
     "Error",
     "EventList",
     "ItemList",
-    "Retry",
     "Run",
     "RunList",
-    "Skip",
     "StartRun",
 ]
 
 RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
-Status = Literal["running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"]
-Verdict = Literal["approve", "deny", "retry", "skip", "answer"]
 By = Field(default=None, max_length=100, description="Who decides, as recorded with the decision.")
 Hash = Field(min_length=1, max_length=128, description="The `args_hash` of the item as you were shown it.")
 Message = Field(default="", max_length=20_000, description="What the model reads as the call's result.")
@@ -52,43 +50,28 @@ class StartRun(_Body):
     meta: dict[str, str] = Field(default_factory=dict, max_length=50, description="Labels kept with the run.")
 
 
-class Approve(_Body):
-    """Approve a call, optionally with edited arguments (checked against the tool's schema)."""
-
-    args_hash: str = Hash
-    args: dict[str, Any] | None = Field(default=None, description="Edited arguments, instead of the model's.")
-    by: str | None = By
-
-
-class Deny(_Body):
-    """Deny a call; the message becomes its result."""
-
-    args_hash: str = Hash
-    message: str = Message
-    by: str | None = By
+PAYLOADS: dict[Payload, dict[str, Any]] = {
+    "args": {
+        "args": (dict[str, Any] | None, Field(default=None, description="Edited arguments, instead of the model's."))
+    },
+    "message": {"message": (str, Message)},
+    "answer": {
+        "answer": (Any, Field(description="The answer (never null).", json_schema_extra={"not": {"type": "null"}}))
+    },
+    "nothing": {},
+}
+"""The field of each payload a verdict takes (:data:`tether.pending.VERBS` says which)."""
 
 
-class Retry(_Body):
-    """Run again a call whose outcome is unknown."""
-
-    args_hash: str = Hash
-    by: str | None = By
-
-
-class Skip(_Body):
-    """Do not run again a call whose outcome is unknown; the message becomes its result."""
-
-    args_hash: str = Hash
-    message: str = Message
-    by: str | None = By
+def _body(verdict: Verdict) -> type[_Body]:
+    """The body of a decision: the hash of what the person was shown, the verdict's payload, who decides."""
+    verb = VERBS[verdict]
+    fields: dict[str, Any] = {"args_hash": (str, Hash), **PAYLOADS[verb.takes], "by": (str | None, By)}
+    return create_model(verdict.title(), __base__=_Body, __doc__=verb.says, __module__=__name__, **fields)
 
 
-class Answer(_Body):
-    """Answer a question: text, or JSON that fits the question's answer schema."""
-
-    args_hash: str = Hash
-    answer: Any = Field(description="The answer (never null).", json_schema_extra={"not": {"type": "null"}})
-    by: str | None = By
+BODIES: dict[Verdict, type[_Body]] = {verdict: _body(verdict) for verdict in VERBS}
+"""The request body of each verdict, one model per verdict (``Approve``, ``Deny``, ...), built from the table."""
 
 
 class CancelBody(_Body):
@@ -214,11 +197,7 @@ class Agents(_Out):
 
 MODELS: tuple[type[BaseModel], ...] = (
     StartRun,
-    Approve,
-    Deny,
-    Retry,
-    Skip,
-    Answer,
+    *BODIES.values(),
     CancelBody,
     Error,
     Run,

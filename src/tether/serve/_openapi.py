@@ -13,10 +13,11 @@ operation in :data:`tether.serve._api.OPERATIONS`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 from pydantic.json_schema import models_json_schema
 
+from ..state import Status
 from ._api import OPERATIONS, Operation
 from ._models import MODELS
 
@@ -35,10 +36,7 @@ REASONS = {
     429: "Too many wrong tokens from this client",
 }
 QUERY: dict[str, dict[str, Any]] = {
-    "status": {
-        "type": "string",
-        "enum": ["running", "paused", "needs-decision", "finished", "failed", "cancelled", "limit-reached"],
-    },
+    "status": {"type": "string", "enum": list(get_args(Status))},
     "agent": {"type": "string"},
     "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
     "offset": {"type": "integer", "minimum": 0, "maximum": 1_000_000, "default": 0},

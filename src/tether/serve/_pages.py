@@ -19,11 +19,13 @@ from urllib.parse import parse_qs, quote
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from ..events import PERSISTED
+from ..pending import VERBS
 from ._api import error_response, read_bytes
 from ._html import card, clock, h, hidden, page, run_link, status_badge, story, when
 from ._secrets import same_secret
 from ._security import csrf_ok, route_path, session_cookie
-from ._service import ApiError, Choice
+from ._service import ApiError, chosen
 from ._state import served as server
 from ._views import RunView, summary_json
 
@@ -192,7 +194,8 @@ def run_body(request: Request, run: RunView) -> str:
         f"{_usage(run)}</p>{cancel}</div></div>"
         f'{error}{answer}<div id="items">{cards}</div>'
         f'<section class="panel"><h2>Story</h2>{story(run.events, run.agent)}</section>'
-        f'<section class="panel"><h2>Live events</h2><ol class="events" id="events" data-after="{run.seq}">'
+        f'<section class="panel"><h2>Live events</h2><ol class="events" id="events" data-after="{run.seq}" '
+        f'data-kinds="{h(" ".join(sorted(PERSISTED)))}">'
         + "".join(
             f'<li><span class="pos">{n}</span> {clock(ev.at)} {h(ev.kind)}</li>' for n, ev in enumerate(run.events, 1)
         )
@@ -233,24 +236,14 @@ async def decide(request: Request) -> Response:
         if not csrf_ok(who(request), form.get("csrf", "")):
             raise ApiError(403, "csrf", "this form is stale or not from this inbox: reload the page")
         verdict = form.get("verdict", "")
-        choice = Choice(
-            verdict,
-            form.get("args_hash", ""),
-            args=_edited(form),
-            message=form.get("message", ""),
-            answer=_answer(form),
-        )
-        if verdict not in NOTICES or verdict == "cancel":
-            raise ApiError(422, "wrong-verdict", f"unknown verdict {verdict!r}")
-        run = await server(request).service.decide(
-            form.get("run_id", ""), form.get("call_id", ""), choice, by=who(request).reviewer()
-        )
+        payload = {"args": _edited(form), "message": form.get("message", ""), "answer": _answer(form)}
+        choice = chosen(verdict, form.get("call_id", ""), args_hash=form.get("args_hash", ""), **payload)
+        run = await server(request).service.decide(form.get("run_id", ""), choice, by=who(request).reviewer())
     except ApiError as exc:
         return error_response(exc) if _wants_json(request) else await _error_page(request, exc)
     if _wants_json(request):
-        return JSONResponse(
-            {"ok": True, "notice": NOTICES[verdict], "run_id": run.run_id}, headers={"cache-control": "no-store"}
-        )
+        notice = NOTICES.get(verdict, f"{VERBS[choice.verdict].done.capitalize()}.")
+        return JSONResponse({"ok": True, "notice": notice, "run_id": run.run_id}, headers={"cache-control": "no-store"})
     return RedirectResponse(f"{root(request)}{_safe_back(form.get('back', '/'))}?notice={verdict}", status_code=303)
 
 

@@ -18,20 +18,19 @@ import hashlib
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..agent import Agent
 from ..events import Cancelled, RunStarted
 from ..exceptions import LeaseConflict, StateError
 from ..messages import Message
-from ..state import RunState
+from ..pending import VERBS, Choice, Verdict
 from ..store import record_decisions
 from ..tools import ArgumentsInvalid, Invocation
 from ._views import WAITING, ItemView, RunView, Views
 from ._workers import ServedStore, Workers
 
-__all__ = ["ApiError", "Choice", "Service"]
+__all__ = ["ApiError", "Service", "chosen"]
 
 ATTEMPTS = 8  # a decision or a cancel retried when the run moved under it for another reason
 
@@ -44,15 +43,14 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.run = status, code, message, run
 
 
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """A person's verdict on one item, with the hash of what they were shown."""
-
-    verdict: str
-    args_hash: str
-    args: dict[str, Any] | None = None
-    message: str = ""
-    answer: Any = None
+def chosen(verdict: str, item: str, **payload: Any) -> Choice:
+    """A request's choice: 422 when the verdict is unknown or its payload is not what the verdict takes."""
+    if verdict not in VERBS:
+        raise ApiError(422, "wrong-verdict", f"unknown verdict {verdict!r}; one of {', '.join(VERBS)}")
+    try:
+        return Choice(cast(Verdict, verdict), item, **payload)
+    except StateError as exc:
+        raise ApiError(422, "invalid-body", str(exc)) from None
 
 
 class Service:
@@ -138,14 +136,14 @@ class Service:
 
     # -- decisions ---------------------------------------------------------------
 
-    async def decide(self, run_id: str, call_id: str, choice: Choice, *, by: str) -> RunView:
-        """Record one person's verdict on one open item (see the module docstring)."""
+    async def decide(self, run_id: str, choice: Choice, *, by: str) -> RunView:
+        """Record one person's choice on one open item (see the module docstring)."""
         for attempt in range(ATTEMPTS):
             view = await self.view(run_id)
-            item = self._open_item(view, call_id, choice)
+            item = self._open_item(view, choice)
             self._check_values(view, item, choice)
             try:
-                await record_decisions(self.store, run_id, lambda s: self._apply(s, call_id, choice, by))
+                await record_decisions(self.store, run_id, choice, by=by, key=self.key)
             except LeaseConflict:
                 # The run moved (another item was decided), or its worker is still letting go of it.
                 await asyncio.sleep(0.02 * attempt)
@@ -155,7 +153,8 @@ class Service:
             return await self.view(run_id)
         raise ApiError(409, "busy", f"run {run_id!r} kept moving; try again", await self.view(run_id))
 
-    def _open_item(self, view: RunView, call_id: str, choice: Choice) -> ItemView:
+    def _open_item(self, view: RunView, choice: Choice) -> ItemView:
+        call_id = choice.item
         item = view.item(call_id)
         if item is None:
             if not view.ever_called(call_id):
@@ -179,29 +178,19 @@ class Service:
 
     def _check_values(self, view: RunView, item: ItemView, choice: Choice) -> None:
         """Edited arguments and answers must fit the tool's schema before they are recorded."""
-        if choice.args is None and choice.verdict != "answer":
+        answers = VERBS[choice.verdict].takes == "answer"
+        if choice.args is None and not answers:
             return
         tool = item.tool_ref
         if tool is None:
             raise ApiError(422, "agent-not-served", f"run {view.run_id!r} belongs to an agent not served here")
         try:
-            if choice.verdict == "answer":
+            if answers:
                 tool.check_answer(choice.answer)
             else:
                 tool.validate(choice.args or {})
         except ArgumentsInvalid as exc:
             raise ApiError(422, "invalid-arguments", str(exc)) from None
-
-    def _apply(self, state: RunState, call_id: str, c: Choice, by: str) -> RunState:
-        if c.verdict == "approve":
-            return state.approve(call_id, c.args, by=by, key=self.key)
-        if c.verdict == "deny":
-            return state.deny(call_id, c.message, by=by, key=self.key)
-        if c.verdict == "retry":
-            return state.retry(call_id, by=by, key=self.key)
-        if c.verdict == "skip":
-            return state.skip(call_id, c.message, by=by, key=self.key)
-        return state.answer(call_id, c.answer, by=by, key=self.key)
 
 
 def _keyed_id(key: str) -> str:

@@ -23,14 +23,14 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..agent import Agent, RunResult
 from ..dispatch import Dispatcher, LocalPool
 from ..events import Event
 from ..exceptions import LeaseConflict, StateError, StoreError
-from ..store import Lease, RunInfo, RunStore, SessionInfo
+from ..store import Lease, RunStore, StoreWrapper
 from ._hub import Hub
 from ._views import WAITING, RunView, Views
 
@@ -40,11 +40,11 @@ log = logging.getLogger("tether.serve")
 WAKE_KINDS = frozenset(("paused", "approval-decided", "cancelled"))
 
 
-class ServedStore:
+class ServedStore(StoreWrapper):
     """The store as the server's agents and decisions use it: each append is announced at once."""
 
     def __init__(self, inner: RunStore, on_append: Callable[[str, Sequence[Event]], None]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.on_append = on_append
 
     async def append(
@@ -53,34 +53,6 @@ class ServedStore:
         seq = await self.inner.append(run_id, events, expected_seq=expected_seq, lease=lease)
         self.on_append(run_id, events)
         return seq
-
-    async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
-        return await self.inner.acquire(run_id, owner, ttl, take_over=take_over)
-
-    async def release(self, lease: Lease) -> None:
-        await self.inner.release(lease)
-
-    async def load(self, run_id: str) -> list[Event]:
-        return await self.inner.load(run_id)
-
-    async def get(self, run_id: str) -> RunInfo | None:
-        return await self.inner.get(run_id)
-
-    async def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunInfo]:
-        return await self.inner.list_runs(status, limit)
-
-    async def delete(self, run_id: str) -> None:
-        await self.inner.delete(run_id)
-
-    async def sessions(self, name: str | None = None, limit: int = 100) -> list[SessionInfo]:
-        return await self.inner.sessions(name, limit)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    def changes(self, *, interval: float = 0.2) -> AsyncIterator[str] | None:
-        watch = getattr(self.inner, "changes", None)
-        return watch(interval=interval) if watch is not None else None
 
 
 class Workers:
@@ -208,11 +180,8 @@ class Workers:
     # -- watching and sweeping -----------------------------------------------------
 
     async def _watch(self) -> None:
-        changes = self.store.changes()
-        if changes is None:
-            return  # the sweep alone finds what changed
-        try:
-            async for run_id in changes:
+        try:  # a store without a change feed reports nothing: the sweep alone finds what changed
+            async for run_id in self.store.changes():
                 self.hub.changed(run_id)
                 await self.consider(run_id)
         except StoreError as exc:

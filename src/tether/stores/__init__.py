@@ -8,13 +8,15 @@ before it executes anything.
 
 Implementations: :class:`~tether.stores.memory.MemoryStore` (tests),
 :class:`~tether.stores.sqlite.SQLiteStore` (the embedded default) and
-:class:`~tether.stores.postgres.PostgresStore` (``tether[postgres]``).
+:class:`~tether.stores.postgres.PostgresStore` (``tether[postgres]``). Each
+keeps the rules of :mod:`tether.stores.rules` (fencing, leases, sessions,
+status), written once there.
 """
 
 from __future__ import annotations
 
-from ..journal import status_of as status_after
-from ..store import RunInfo, RunStore, SessionInfo
+from ..store import ChangeFeed, RunInfo, RunStore, SessionInfo, StoreWrapper
 from ._open import open_store
+from .rules import status_after
 
-__all__ = ["RunInfo", "RunStore", "SessionInfo", "open_store", "status_after"]
+__all__ = ["ChangeFeed", "RunInfo", "RunStore", "SessionInfo", "StoreWrapper", "open_store", "status_after"]

@@ -1,4 +1,4 @@
-"""A part's bytes once per run, and the session a run belongs to: what the SQL stores share.
+"""A part's bytes once per run: what the SQL stores share.
 
 An event that holds an image or a file (a user note, a tool's screenshot, a
 pause's state, a compacted notebook) is stored with each part's base64
@@ -10,8 +10,8 @@ paused states and the tamper checks see what they always saw.
 
 >>> from tether.events import ModelReplied
 >>> from tether.messages import Message
->>> session_of([ModelReplied(Message.assistant("hi"))]) is None
-True
+>>> parts_of([ModelReplied(Message.assistant("hi"))])
+{}
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ..events import Event, RunStarted
-from ..exceptions import LeaseConflict, StoreError
+from ..events import Event
+from ..exceptions import StoreError
 from ..messages import Message
 from ..parts import File, Image
 from ..state import RunState
-from ..store import Lease
 
 _MESSAGE_KEYS = ("message", "result")
 
@@ -121,37 +120,3 @@ class Blobs:
             data = checked(self.run_id, digest, self._raw.get(digest))
             self._b64[digest] = base64.b64encode(data).decode("ascii")
         return self._b64[digest]
-
-
-def session_of(events: Sequence[Event]) -> tuple[str, str] | None:
-    """``(session, the run it continues)`` when ``events`` start a run of a session."""
-    first = events[0] if events else None
-    if not isinstance(first, RunStarted) or first.resumed or "session" not in first.meta:
-        return None
-    return first.meta["session"], first.meta.get("continues", "")
-
-
-def moved_on(session: str, continues: str, last: str | None) -> LeaseConflict:
-    """The refusal a run gets that continues a session whose last run is another one."""
-    now = f"its last run is {last!r}" if last else "it has no run"
-    return LeaseConflict(
-        f"session {session!r} moved on: this run continues {continues or 'nothing'!r} but {now} "
-        "(another process started a run of it meanwhile); start again from the session's last run"
-    )
-
-
-def superseded(run_id: str, session: str, newer: str) -> LeaseConflict:
-    """The refusal an older run of a session gets once a newer run continued the session."""
-    return LeaseConflict(
-        f"run {run_id!r} cannot go on: session {session!r} moved on to run {newer!r}, which continues it "
-        "(resuming the older run would repeat what the newer one may have done); continue the session instead"
-    )
-
-
-def being_advanced(session: str, lease: Lease) -> LeaseConflict:
-    """The refusal a new run of a session gets while a worker holds the lease of the session's last run."""
-    return LeaseConflict(
-        f"session {session!r} cannot start a new run: its last run {lease.run_id!r} is being advanced "
-        f"by {lease.owner!r}; try again after it ends",
-        holder=lease.owner,
-    )

@@ -1,4 +1,4 @@
-"""Rows for the SQL stores: events to JSON text and back, and the stale-writer refusal."""
+"""Rows for the SQL stores: events to JSON text and back."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..events import PERSISTED, Event, from_dict, to_dict
-from ..exceptions import LeaseConflict, StoreError
-from ..store import Lease
+from ..events import Event, from_dict, to_dict
+from ..exceptions import StoreError
 from ._blobs import Blobs, by_reference, parts_of, with_bytes
+from .rules import check_persisted
 
 
 def encode_events(events: Sequence[Event], blobs: dict[str, bytes] | None = None) -> list[tuple[str, str]]:
@@ -19,10 +19,9 @@ def encode_events(events: Sequence[Event], blobs: dict[str, bytes] | None = None
     digest stands in for each) and added to ``blobs``, digest to bytes, for
     the store to keep once per run (:mod:`tether.stores._blobs`).
     """
+    check_persisted(events)
     rows: list[tuple[str, str]] = []
     for ev in events:
-        if ev.kind not in PERSISTED:
-            raise StoreError(f"{ev.kind!r} events are not persisted")
         data = to_dict(ev)
         if blobs is not None and (parts := parts_of((ev,))):
             by_reference(data, parts)
@@ -57,22 +56,3 @@ def decode_event(run_id: str, seq: int, body: Any, blobs: Blobs | None = None) -
         return from_dict(data)
     except (ValueError, RecursionError) as exc:
         raise StoreError(f"event #{seq} of run {run_id!r} is malformed: {exc}") from exc
-
-
-def conflict(run_id: str, found: int, expected: int) -> LeaseConflict:
-    """The refusal a stale writer gets."""
-    return LeaseConflict(
-        f"run {run_id!r} has {found} events, the writer expected {expected}: "
-        "another worker advanced it (this writer must stop and reload)"
-    )
-
-
-def held_by(run_id: str, lease: Lease | None, now: float) -> LeaseConflict:
-    """The refusal a worker gets for a run whose lease it does not hold."""
-    if lease is None or lease.expires_at <= now:
-        return LeaseConflict(f"run {run_id!r}: this worker's lease was released or taken over; it must stop")
-    return LeaseConflict(
-        f"run {run_id!r} is being advanced by {lease.owner!r} "
-        f"(lease token {lease.token}, {lease.expires_at - now:.0f} s left); try again after it ends or expires",
-        holder=lease.owner,
-    )

@@ -7,12 +7,20 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator, Sequence
 
-from ..events import PERSISTED, Event
-from ..exceptions import LeaseConflict, StoreError
+from ..events import Event
 from ..store import Lease, RunInfo, SessionInfo
-from . import status_after
-from ._blobs import being_advanced, moved_on, session_of, superseded
-from ._codec import held_by
+from .rules import (
+    check_continues,
+    check_free,
+    check_latest,
+    check_persisted,
+    check_position,
+    granted,
+    held_by,
+    holds,
+    session_of,
+    status_after,
+)
 
 
 class MemoryStore:
@@ -36,35 +44,19 @@ class MemoryStore:
     async def append(
         self, run_id: str, events: Sequence[Event], *, expected_seq: int, lease: Lease | None = None
     ) -> int:
-        for ev in events:
-            if ev.kind not in PERSISTED:
-                raise StoreError(f"{ev.kind!r} events are not persisted")
+        check_persisted(events)
         log = self._events.get(run_id, [])
-        if len(log) != expected_seq:
-            raise LeaseConflict(
-                f"run {run_id!r} has {len(log)} events, the writer expected {expected_seq}: another worker advanced it"
-            )
+        check_position(run_id, len(log), expected_seq)
         current = self._leases.get(run_id)
-        if lease is not None and (current is None or (current.owner, current.token) != (lease.owner, lease.token)):
+        if lease is not None and not holds(current, lease):
             raise held_by(run_id, current, time.time())
         if not events:
             return len(log)
         if log and run_id in self._session_of:  # an older run of a session does not advance past a newer one
             session = self._session_of[run_id]
-            runs = self._sessions[session]
-            newer = [r for r in runs[runs.index(run_id) + 1 :] if r in self._info]
-            if newer:
-                raise superseded(run_id, session, newer[-1])
+            check_latest(run_id, session, self._last(session, after=run_id))
         if not log and (found := session_of(events)) is not None:
-            runs = self._sessions.setdefault(found[0], [])
-            last = next((r for r in reversed(runs) if r in self._info), None)
-            if (last or "") != found[1]:
-                raise moved_on(found[0], found[1], last)
-            held = self._leases.get(last) if last else None
-            if held is not None and held.expires_at > time.time():
-                raise being_advanced(found[0], held)
-            runs.append(run_id)
-            self._session_of[run_id] = found[0]
+            self._start(run_id, *found)
         now = time.time()
         old = self._info.get(run_id)
         log.extend(events)
@@ -80,17 +72,28 @@ class MemoryStore:
             queue.put_nowait(run_id)
         return len(log)
 
+    def _start(self, run_id: str, session: str, continues: str) -> None:
+        """Place a new run last in its session, if it continues the session's last run, free."""
+        last = self._last(session)
+        check_continues(session, continues, last)
+        check_free(session, self._leases.get(last) if last else None, time.time())
+        self._sessions.setdefault(session, []).append(run_id)
+        self._session_of[run_id] = session
+
+    def _last(self, session: str, *, after: str | None = None) -> str | None:
+        """The session's last run still kept (one later than ``after``, when given)."""
+        runs = self._sessions.get(session, [])
+        later = runs[runs.index(after) + 1 :] if after is not None else runs
+        return next((r for r in reversed(later) if r in self._info), None)
+
     async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
-        now, current = time.time(), self._leases.get(run_id)
-        if current is not None and current.owner not in (owner, take_over) and current.expires_at > now:
-            raise held_by(run_id, current, now)
-        token = current.token + (current.owner != owner) if current else 1
-        self._leases[run_id] = lease = Lease(run_id, owner, token, now + ttl)
+        lease = granted(run_id, self._leases.get(run_id), owner, ttl, time.time(), take_over=take_over)
+        self._leases[run_id] = lease
         return lease
 
     async def release(self, lease: Lease) -> None:
         current = self._leases.get(lease.run_id)
-        if current is not None and (current.owner, current.token) == (lease.owner, lease.token):
+        if current is not None and holds(current, lease):
             self._leases[lease.run_id] = dataclasses.replace(current, expires_at=0.0)
 
     async def load(self, run_id: str) -> list[Event]:

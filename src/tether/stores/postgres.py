@@ -29,10 +29,20 @@ from ..events import Event
 from ..exceptions import LeaseConflict, StoreError, UserError, import_extra
 from ..parts import shared
 from ..store import Lease, RunInfo, SessionInfo
-from . import status_after
-from ._blobs import Blobs, being_advanced, moved_on, names_blobs, session_of, superseded
-from ._codec import conflict, decode_event, encode_events, held_by
+from ._blobs import Blobs, names_blobs
+from ._codec import decode_event, encode_events
 from ._migrations import migrate_postgres
+from .rules import (
+    check_continues,
+    check_free,
+    check_latest,
+    check_position,
+    conflict,
+    held_by,
+    holds,
+    session_of,
+    status_after,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -100,8 +110,7 @@ class PostgresStore:
                 await self._check_lease(conn, lease)
             if not rows:
                 found = await self._seq(conn, run_id)
-                if found != expected_seq:
-                    raise conflict(run_id, found, expected_seq)
+                check_position(run_id, found, expected_seq)
                 return found
             if expected_seq == 0:
                 session, n = await self._session_place(conn, events)
@@ -329,24 +338,22 @@ class PostgresStore:
         session, continues = found
         cur = await conn.execute(self._sql["session_last"], (session,))
         last = await cur.fetchone()
-        if (last[0] if last else "") != continues:
-            raise moved_on(session, continues, last[0] if last else None)
+        check_continues(session, continues, last[0] if last else None)
         if last is not None:  # its rows are locked: a worker taking its lease waits for this start
             lease = await self._lease(conn, last[0], lock=True, update=True)
-            if lease is not None and lease.expires_at > await self._now(conn):
-                raise being_advanced(session, lease)
+            if lease is not None:  # the database's clock is read only when there is a lease to judge
+                check_free(session, lease, await self._now(conn))
         return session, (int(last[1]) if last else 0) + 1
 
     async def _check_last(self, conn: psycopg.AsyncConnection[Any], run_id: str, session: str, place: int) -> None:
         """Refuse to advance an older run of a session once a newer run continued the session."""
         cur = await conn.execute(self._sql["session_newer"], (session, place))
         newer = await cur.fetchone()
-        if newer is not None:
-            raise superseded(run_id, session, newer[0])
+        check_latest(run_id, session, newer[0] if newer else None)
 
     async def _check_lease(self, conn: psycopg.AsyncConnection[Any], lease: Lease) -> None:
         current = await self._lease(conn, lease.run_id, lock=True)
-        if current is None or (current.owner, current.token) != (lease.owner, lease.token):
+        if not holds(current, lease):
             raise held_by(lease.run_id, current, await self._now(conn))
 
     async def _lease(

@@ -33,10 +33,20 @@ from ..events import Event
 from ..exceptions import StoreError, UserError
 from ..parts import shared
 from ..store import Lease, RunInfo, SessionInfo
-from . import status_after
-from ._blobs import Blobs, being_advanced, moved_on, session_of, superseded
-from ._codec import conflict, decode_event, encode_events, held_by
+from ._blobs import Blobs
+from ._codec import decode_event, encode_events
 from ._migrations import migrate_sqlite
+from .rules import (
+    check_continues,
+    check_free,
+    check_latest,
+    check_position,
+    granted,
+    held_by,
+    holds,
+    session_of,
+    status_after,
+)
 
 Durability = Literal["normal", "full"]
 _SYNCHRONOUS = {"normal": 1, "full": 2}
@@ -114,13 +124,12 @@ class SQLiteStore:
         with self._write(f"append to run {run_id!r}") as conn:
             row = conn.execute(_RUN_ROW, (run_id,)).fetchone()
             status, seq, session, place = row if row else ("running", 0, None, None)
-            if seq != expected_seq:
-                raise conflict(run_id, seq, expected_seq)
+            check_position(run_id, seq, expected_seq)
             if session is not None and place is not None:  # an older run of a session stays put past a newer one
                 _check_last(conn, run_id, session, place)
             if lease is not None:
                 current = _lease(conn, run_id)
-                if current is None or (current.owner, current.token) != (lease.owner, lease.token):
+                if not holds(current, lease):
                     raise held_by(run_id, current, time.time())
             if not rows:
                 return seq
@@ -150,17 +159,14 @@ class SQLiteStore:
     async def acquire(self, run_id: str, owner: str, ttl: float, *, take_over: str | None = None) -> Lease:
         """Take (or renew) the run's lease for ``ttl`` seconds; a live lease of another owner is refused."""
         with self._write(f"take the lease of run {run_id!r}") as conn:
-            now, current = time.time(), _lease(conn, run_id)
-            if current is not None and current.owner not in (owner, take_over) and current.expires_at > now:
-                raise held_by(run_id, current, now)
-            token = current.token + (current.owner != owner) if current else 1
+            lease = granted(run_id, _lease(conn, run_id), owner, ttl, time.time(), take_over=take_over)
             conn.execute(
                 "INSERT INTO leases (run_id, owner, token, expires_at) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
                 "expires_at = excluded.expires_at",
-                (run_id, owner, token, now + ttl),
+                (run_id, owner, lease.token, lease.expires_at),
             )
-        return Lease(run_id, owner, token, now + ttl)
+        return lease
 
     async def release(self, lease: Lease) -> None:
         """Let the lease expire now, if it is still this one."""
@@ -325,12 +331,9 @@ def _session_place(conn: sqlite3.Connection, events: Sequence[Event]) -> tuple[s
     last = conn.execute(
         "SELECT run_id, session_n FROM runs WHERE session = ? ORDER BY session_n DESC LIMIT 1", (session,)
     ).fetchone()
-    if (last[0] if last else "") != continues:
-        raise moved_on(session, continues, last[0] if last else None)
+    check_continues(session, continues, last[0] if last else None)
     if last is not None:
-        lease = _lease(conn, last[0])
-        if lease is not None and lease.expires_at > time.time():
-            raise being_advanced(session, lease)
+        check_free(session, _lease(conn, last[0]), time.time())
     return session, (last[1] if last else 0) + 1
 
 
@@ -338,8 +341,7 @@ def _check_last(conn: sqlite3.Connection, run_id: str, session: str, place: int)
     newer = conn.execute(
         "SELECT run_id FROM runs WHERE session = ? AND session_n > ? ORDER BY session_n DESC LIMIT 1", (session, place)
     ).fetchone()
-    if newer is not None:
-        raise superseded(run_id, session, newer[0])
+    check_latest(run_id, session, newer[0] if newer else None)
 
 
 def _lease(conn: sqlite3.Connection, run_id: str) -> Lease | None:

@@ -51,7 +51,7 @@ class PlanResult:
     """How the plan went: ``status`` and ``output`` of the strategy run, every plan, and the run itself.
 
     ``run`` is the strategy's :class:`~tether.agent.RunResult`: when ``status`` is
-    ``"paused"``, decide ``run.pending`` and resume it like any run.
+    ``"paused"``, decide ``run.items`` and resume it like any run.
     """
 
     status: str

@@ -25,9 +25,8 @@ from ..exceptions import SandboxUnavailable
 from ..tools import Approval, Tool
 from ._sandbox import ExecResult, Sandbox, SandboxLimits, UnsandboxedWarning, probe_sandbox
 from ._workspace import PathRefused, Workspace
+from .commands import python_tool, shell_tool
 from .files import edit_file_tool, file_tools, find_files_tool, list_dir_tool, read_file_tool, write_file_tool
-from .python import python_tool
-from .shell import shell_tool
 
 __all__ = [
     "edit_file_tool",

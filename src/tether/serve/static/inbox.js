@@ -279,8 +279,7 @@
     const head = document.getElementById("run");
     const log = document.getElementById("events");
     if (!head || !log) return;
-    const kinds = ["run-started", "model-replied", "tool-started", "tool-finished", "approval-requested", "question-asked",
-      "approval-decided", "paused", "compacted", "noted", "finished", "failed", "cancelled", "limit-reached"];
+    const kinds = (log.dataset.kinds || "").split(" ").filter(Boolean);  // every kind a run's log holds, from the server
     const handlers = {};
     for (const kind of kinds) {
       handlers[kind] = (event) => {

@@ -1,7 +1,7 @@
 """What the loop reads from the agent it runs, and who may watch a run.
 
 :class:`Settings` is the loop's view of an :class:`~tether.agent.Agent`: the
-loop (:mod:`tether.run`) depends on this shape, not on the class, so the agent
+loop (:mod:`tether._loop.run`) depends on this shape, not on the class, so the agent
 is configuration and the run is behaviour. :class:`Observer` and
 :class:`Watcher` are how telemetry (or anything else) sees each committed event
 of a run without being part of it.
@@ -12,16 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from .context import Context
-from .cost import Price
-from .events import Event
-from .exceptions import UserError
-from .messages import Message
-from .output import OutputSpec
-from .policy import Policy
-from .state import RunState
-from .store import RunStore
-from .tools import Invocation, Tool, missing_deps
+from ..context import Context
+from ..cost import Price
+from ..events import Event
+from ..exceptions import UserError
+from ..messages import Message
+from ..output import OutputSpec
+from ..policy import Policy
+from ..state import RunState
+from ..store import RunStore
+from ..tools import Invocation, Tool, missing_deps
 
 __all__ = ["Input", "Observer", "Settings", "Watcher", "instructions_of", "labels", "model_of", "require_deps"]
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .context import Context
-from .events import Event, Failed, Finished
-from .journal import state_of
-from .messages import Usage
+from ..context import Context
+from ..events import Event, Failed, Finished
+from ..journal import state_of
+from ..messages import Usage
+from ..state import PendingCall, RunState, Status
 from .run import Run
 from .settings import Settings
-from .state import PendingCall, RunState, Status
 
 __all__ = ["RunResult", "output_of"]
 
@@ -22,6 +23,8 @@ class RunResult:
     """How a run ended: ``status``, ``output`` (the answer), the notebook and a resumable state.
 
     ``output`` is the final text, or with ``Agent(output_type=T)`` the ``T`` instance.
+    ``items`` lists what waits for a person when it paused (in child runs too, by path);
+    ``open_calls`` only the run's own open calls.
     ``usage`` adds up every reply of the run (across resumes); ``cost`` is what
     it cost in US dollars (:mod:`tether.cost`), or None when a model has no price.
     """
@@ -41,9 +44,25 @@ class RunResult:
         return self.state.run_id
 
     @property
-    def pending(self) -> tuple[PendingCall, ...]:
+    def items(self) -> tuple[PendingCall, ...]:
         """Every item waiting for a person (when paused), in child runs too, each with its path."""
         return self.state.items()
+
+    @property
+    def open_calls(self) -> tuple[PendingCall, ...]:
+        """The run's own open calls (an item of a child run waits under its delegating call)."""
+        return self.state.open_calls
+
+    @property
+    def pending(self) -> tuple[PendingCall, ...]:
+        """Deprecated: every open item of the run tree, now :attr:`items`."""
+        warnings.warn(
+            "RunResult.pending is deprecated: use RunResult.items (every open item of the run tree) "
+            "or RunResult.open_calls (the run's own open calls)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.items
 
     @classmethod
     def of(cls, run: Run, events: list[Event]) -> RunResult:

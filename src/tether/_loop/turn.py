@@ -28,14 +28,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Never, NoReturn
 
-from .context import Context
-from .events import ErrorKind, ToolFinished
-from .exceptions import StateError
-from .messages import Message, ToolCall
-from .state import Decision, PendingCall, strict_loads
-from .tools import ArgumentsInvalid, Tool
+from ..context import Context
+from ..events import ErrorKind, ToolFinished
+from ..exceptions import StateError
+from ..messages import Message, ToolCall
+from ..pending import VERBS, CallStatus
+from ..state import Decision, PendingCall, strict_loads
+from ..tools import ArgumentsInvalid, Tool
 
 __all__ = ["Execute", "Gate", "Note", "Step", "Wait", "ended_by", "plan", "question_text", "turn_results"]
 
@@ -86,31 +87,66 @@ def plan(open: PendingCall, tools: Mapping[str, Tool], decision: Decision | None
     parsed = _parse_args(call, tool)
     if isinstance(parsed, Note):
         return parsed
-    args = parsed
-    attempt = open.attempts + 1
+    args, attempt = parsed, open.attempts + 1
+    wait = _waits(open, tool, args, gate)
+    if wait is None:
+        return Execute(call, tool, args, attempt)
+    return wait if decision is None else _decided(wait, tool, args, attempt, decision)
+
+
+def _waits(open: PendingCall, tool: Tool, args: dict[str, Any], gate: Gate) -> Wait | None:
+    """What the call waits for before it may run, or None: nothing, run it now."""
+    call = open.call
     if tool.is_question:
-        return _answered(call, tool, decision)
+        return Wait(call, "question")  # no function runs: a person's answer is the result
     if tool.agent is not None and open.status in ("started", "delegated"):
-        return Execute(call, tool, args, attempt)  # resume the same child run: its journal settles its effects
-    if open.status == "started":
-        return _interrupted(call, tool, args, attempt, decision)
+        return None  # resume the same child run: its journal settles its effects
+    if open.status == "started":  # it started and never finished; ``call`` holds the arguments it started with
+        # Safe to repeat (with the same idempotency key), unless the world may or may not have changed.
+        return Wait(call, "outcome-unknown") if tool.effect == "once" else None
     # A call asked about once stays gated: the gates of the agent that resumes it cannot waive it.
     gated, why = (True, "") if open.status == "awaiting-approval" else _ask_gate(gate, tool, args)
-    if not gated:
-        return Execute(call, tool, args, attempt)
-    if decision is None:
-        return Wait(call, "approval", why)
-    if decision.verdict != "approve":
-        return note(call, _said("a human denied this call", decision), "denied")
-    if decision.args is None:
-        return Execute(call, tool, args, attempt)
-    return _edited(call, tool, decision.args, attempt)
+    return Wait(call, "approval", why) if gated else None
 
 
-def _answered(call: ToolCall, tool: Tool, decision: Decision | None) -> Step:
-    """A question: wait for its answer, which then is the call's result (no function runs)."""
-    if decision is None or decision.verdict != "answer":
-        return Wait(call, "question")
+# The status of an item waiting for each reason: a verdict decides the items whose status it fits.
+_WAITS_AS: dict[str, CallStatus] = {
+    "approval": "awaiting-approval",
+    "question": "awaiting-answer",
+    "outcome-unknown": "started",
+}
+
+
+def _decided(wait: Wait, tool: Tool, args: dict[str, Any], attempt: int, decision: Decision) -> Step:
+    """What a person's decision makes of a call that waits for one (see :data:`~tether.pending.VERBS`)."""
+    call = wait.call
+    verb = VERBS.get(decision.verdict)
+    if verb is not None and _WAITS_AS[wait.reason] not in verb.fits:
+        return wait  # it does not decide what the call waits for (an approval of a call now asking a question)
+    match decision.verdict:
+        case "approve":
+            edited = decision.args
+            return Execute(call, tool, args, attempt) if edited is None else _edited(call, tool, edited, attempt)
+        case "deny":
+            return note(call, _said("a human denied this call", decision), "denied")
+        case "retry":
+            return Execute(call, tool, args, attempt)
+        case "skip":
+            text = "this call was interrupted and its outcome is unknown; a human chose not to run it again"
+            return note(call, _said(text, decision), "skipped")
+        case "answer":
+            return _answered(call, tool, decision)
+        case unknown:
+            _unknown(call, unknown)
+
+
+def _unknown(call: ToolCall, verdict: Never) -> NoReturn:
+    """Every verdict has its case above (mypy checks it); a decision from elsewhere may still name none."""
+    raise StateError(f"the decision for call {call.id!r} has an unknown verdict {verdict!r}: nothing was run")
+
+
+def _answered(call: ToolCall, tool: Tool, decision: Decision) -> Note:
+    """A question's answer, checked against its schema, is the call's result."""
     try:
         value = tool.check_answer(decision.answer)
     except ArgumentsInvalid as exc:
@@ -124,18 +160,6 @@ def _ask_gate(gate: Gate, tool: Tool, args: dict[str, Any]) -> tuple[bool, str]:
         return bool(gate(tool, dict(args))), ""
     except Exception as exc:
         return True, f"the approval gate of {tool.name!r} raised {type(exc).__name__}: {exc}; a human must decide"
-
-
-def _interrupted(call: ToolCall, tool: Tool, args: dict[str, Any], attempt: int, decision: Decision | None) -> Step:
-    """A call that started and never finished; ``call`` holds the arguments it started with."""
-    if tool.effect != "once":
-        return Execute(call, tool, args, attempt)  # safe to repeat (with the same idempotency key)
-    if decision is None or decision.verdict not in ("retry", "skip"):
-        return Wait(call, "outcome-unknown")  # the world may or may not have changed
-    if decision.verdict == "skip":
-        text = "this call was interrupted and its outcome is unknown; a human chose not to run it again"
-        return note(call, _said(text, decision), "skipped")
-    return Execute(call, tool, args, attempt)
 
 
 def _edited(call: ToolCall, tool: Tool, edited: dict[str, Any], attempt: int) -> Execute:

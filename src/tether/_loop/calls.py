@@ -7,7 +7,7 @@ text, a timeout or an exception becomes an error note the model reads
 >>> import asyncio
 >>> from tether.messages import ToolCall
 >>> from tether.tools import tool
->>> from tether.turn import Execute
+>>> from tether._loop.turn import Execute
 >>> @tool
 ... async def halve(n: int) -> float:
 ...     return n / 2
@@ -26,14 +26,14 @@ import asyncio
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from .events import ErrorKind, Event, ToolFinished
-from .messages import Message
-from .parts import PART_TYPES, Part, Text, within
-from .tools import Invocation, ToolTimedOut, result_text
+from ..events import ErrorKind, Event, ToolFinished
+from ..messages import Message
+from ..parts import PART_TYPES, Part, Text, within
+from ..tools import Invocation, ToolTimedOut, result_text
 from .turn import Execute
 
 if TYPE_CHECKING:
-    from .journal import Journal
+    from ..journal import Journal
 
 __all__ = ["fit_result", "run_call"]
 

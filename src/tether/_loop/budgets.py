@@ -17,15 +17,15 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .context import Context
-from .cost import Price, price_of, total_cost, unpriced_models
-from .events import Event, Failed, LimitReached
-from .exceptions import UserError
-from .journal import Journal
-from .policy import Policy
+from ..context import Context
+from ..cost import Price, price_of, total_cost, unpriced_models
+from ..events import Event, Failed, LimitReached
+from ..exceptions import UserError
+from ..journal import Journal
+from ..policy import Policy
+from ..store import RunStore
+from ..tools import Tool
 from .settings import Settings
-from .store import RunStore
-from .tools import Tool
 
 __all__ = ["Budget", "Parent", "check_cost", "check_limits", "cost_of"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from .exceptions import LeaseConflict, StateError, StateIncompatible, StateTampered, UserError
-from .journal import Journal
+from ..exceptions import LeaseConflict, StateError, StateIncompatible, StateTampered, UserError
+from ..journal import Journal
+from ..state import RunState
+from ..store import RunStore
+from ..tools import ArgumentsInvalid, Tool
 from .settings import Settings
-from .state import RunState
-from .store import RunStore
-from .tools import ArgumentsInvalid, Tool
 
 __all__ = ["check_against_store", "check_edits", "check_resumable", "driver", "stored_journal"]
 
@@ -96,7 +96,7 @@ async def check_against_store(store: RunStore, state: RunState) -> Journal:
 
 def check_edits(state: RunState, tools: Mapping[str, Tool]) -> None:
     """Edited arguments and answers must fit their tools before anything is committed."""
-    calls = {p.call.id: p.call for p in state.pending}
+    calls = {p.call.id: p.call for p in state.open_calls}
     for d in state.decisions:
         tool = tools.get(calls[d.call_id].name) if d.call_id in calls else None
         try:

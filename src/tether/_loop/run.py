@@ -2,7 +2,7 @@
 
 Decide, act, write it down, repeat. :meth:`Run.events` asks the brain, commits
 its reply, settles every call of the reply (run it, write a note, or wait for a
-human: :func:`tether.turn.plan`), and goes round again until the reply has no
+human: :func:`tether._loop.turn.plan`), and goes round again until the reply has no
 calls, a terminal tool ran, a budget ran out or a human is needed.
 
 Everything the loop learns goes through :meth:`Run.commit`, the one durability
@@ -22,16 +22,10 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from . import _crash
-from ._streams import CancelRequested, interleave
-from .budgets import Budget, Parent, cost_of
-from .calls import fit_result, run_call
-from .children import child_input, child_output, finished_child, previous_notebook, settle
-from .context import Context
-from .events import (
+from ..context import Context
+from ..events import (
     TERMINAL,
     ApprovalDecided,
-    ApprovalRequested,
     Cancelled,
     ChildEvent,
     ChildStopped,
@@ -43,24 +37,28 @@ from .events import (
     LimitReached,
     ModelReplied,
     Paused,
-    PauseReason,
-    QuestionAsked,
     RunStarted,
     Token,
     ToolStarted,
 )
-from .exceptions import LeaseConflict, ProviderError, StoreError, UserError
-from .journal import Journal
-from .leases import Holder
-from .messages import Message
-from .parts import check_notebook
-from .policy import ask, unique_call_ids
+from ..exceptions import LeaseConflict, ProviderError, StoreError, UserError
+from ..journal import Journal
+from ..leases import Holder
+from ..messages import Message
+from ..parts import check_notebook
+from ..policy import ask, unique_call_ids
+from ..state import RunState
+from ..tools import Tool, missing_deps
+from . import crash
+from .budgets import Budget, Parent, cost_of
+from .calls import fit_result, run_call
+from .children import child_input, child_output, finished_child, previous_notebook, settle
+from .pausing import asks, reason_of
 from .resuming import check_against_store, check_resumable, driver, stored_journal
 from .session import continue_session
 from .settings import Input, Observer, Settings, Watcher, instructions_of, labels, model_of, require_deps
-from .state import RunState, args_hash
-from .tools import Tool, missing_deps
-from .turn import Execute, Note, Step, Wait, ended_by, plan, question_text
+from .streams import CancelRequested, interleave
+from .turn import Execute, Note, Step, Wait, ended_by, plan
 
 __all__ = ["Input", "Observer", "Parent", "Run", "Settings", "Watcher"]
 
@@ -233,8 +231,8 @@ class Run:
         """Stamp ``ev`` with the time, write it to the store (if any), then fold it into the journal."""
         if not ev.at:  # the loop made it a moment ago and nobody has seen it yet
             object.__setattr__(ev, "at", time.time())
-        if _crash.armed:
-            _crash.crash_around("before", ev.kind)
+        if crash.armed:
+            crash.crash_around("before", ev.kind)
         async with self.lock:
             ev = fit_result(ev, self.journal)  # a tool's images and files: within the notebook's cap
             if self.store is not None:
@@ -242,8 +240,8 @@ class Run:
             self._apply(ev)
         for w in self.watchers:
             w.event(ev)
-        if _crash.armed:
-            _crash.crash_around("after", ev.kind)
+        if crash.armed:
+            crash.crash_around("after", ev.kind)
         return ev
 
     async def _write(self, ev: Event) -> None:
@@ -381,18 +379,9 @@ class Run:
 
     async def _pause(self, waits: list[Wait]) -> list[Event]:
         """Ask for what the turn waits for, then pause with every open item of the run tree."""
-        out = []
-        for w in waits:
-            if self.journal.pending[w.call.id].status != "proposed":
-                continue  # asked before this pause
-            if w.reason == "approval":
-                out.append(await self.commit(ApprovalRequested(w.call, args_hash(w.call.arguments), w.note)))
-            elif w.reason == "question":
-                asked = QuestionAsked(w.call, args_hash(w.call.arguments), question_text(w.call))
-                out.append(await self.commit(asked))
+        out = [await self.commit(ev) for ev in asks(self.journal, waits)]
         items = self.journal.snapshot().items()
-        reasons = {_REASONS.get(i.status, "approval") for i in items}
-        reason: PauseReason = next(r for r in ("outcome-unknown", "approval", "question") if r in reasons)
+        reason = reason_of(items)
         state = self._stamped(self.journal.snapshot(pausing=reason))
         out.append(await self.commit(Paused(reason, tuple(i.id for i in items), state)))
         return out
@@ -486,13 +475,6 @@ class Run:
         if self.parent is not None:
             return dataclasses.replace(state, parent_call=self.parent.call_id)
         return state.sign(self.key) if self.key else state
-
-
-_REASONS: dict[str, PauseReason] = {
-    "started": "outcome-unknown",
-    "awaiting-answer": "question",
-    "awaiting-approval": "approval",
-}
 
 
 class _StoreDown(Exception):

@@ -1,26 +1,44 @@
-"""The ``shell`` tool: run a bash command line inside the sandbox.
+"""The command tools, ``shell`` and ``python``: one way to run a process inside the sandbox.
 
-Each call is a fresh ``bash -c`` in the workspace under
+Each call is a fresh process in the workspace under
 :class:`~tether.toolkits._sandbox.Sandbox`; nothing survives between calls
-except files in the workspace. ``effect="once"`` (a command may do anything,
-so a crashed call is never re-run automatically) and approval by default.
+except files in the workspace. ``shell`` runs ``bash -c <command>``. ``python``
+starts ``python3 -I`` (isolated mode: no user site-packages, no ``PYTHON*``
+variables, no current directory on ``sys.path``) and feeds it the code on
+stdin; the sandbox, not Python, is the protection: ``ctypes``, ``os.system``
+and the rest all work and all stay inside. Both are ``effect="once"`` (a
+command may do anything, so a crashed call is never re-run automatically) and
+ask for approval by default.
 
 >>> shell = shell_tool(Sandbox("/srv/project"), approval=False)  # doctest: +SKIP
 >>> await shell.invoke({"command": "ls | wc -l"}, invocation)  # doctest: +SKIP
 '12\\n'
+>>> py = python_tool(Sandbox("/srv/project"), approval=False)  # doctest: +SKIP
+>>> await py.invoke({"code": "print(2 ** 10)"}, invocation)  # doctest: +SKIP
+'1024'
 """
 
 from __future__ import annotations
 
 import codecs
+from collections.abc import Awaitable, Callable
 
 from ..tools import Approval, Tool, tool
 from ._sandbox import ExecResult, MiB, Sandbox
 from ._sandbox.usage import fmt_bytes
 
-__all__ = ["describe_sandbox", "format_result", "shell_tool"]
+__all__ = ["describe_sandbox", "format_result", "python_tool", "shell_tool"]
 
 _GRACE = 10.0  # the sandbox enforces its own timeout; the tool's is only a backstop
+_SHELL = (
+    "Run a bash command line in the workspace directory and return its output "
+    "(stdout, then stderr, then the exit code when it is not 0)."
+)
+_PYTHON = (
+    "Run a Python 3 program in a fresh interpreter, with the workspace as the "
+    "current directory, and return what it prints (stdout, then stderr, then the exit code "
+    "when it is not 0). Only the standard library is guaranteed; use print() to show results."
+)
 
 
 def shell_tool(sandbox: Sandbox, *, approval: Approval = True) -> Tool:
@@ -29,16 +47,7 @@ def shell_tool(sandbox: Sandbox, *, approval: Approval = True) -> Tool:
     Raises SandboxUnavailable now, rather than at the first call, when no
     sandbox can run and ``sandbox.unsafe_no_sandbox`` is not set.
     """
-    sandbox.check()
 
-    @tool(
-        name="shell",
-        effect="once",
-        approval=approval,
-        timeout=sandbox.limits.timeout + _GRACE,
-        description="Run a bash command line in the workspace directory and return its output "
-        "(stdout, then stderr, then the exit code when it is not 0). " + describe_sandbox(sandbox),
-    )
     async def shell(command: str) -> str:
         """
         Args:
@@ -46,7 +55,36 @@ def shell_tool(sandbox: Sandbox, *, approval: Approval = True) -> Tool:
         """
         return format_result(await sandbox.run(["bash", "-c", command]))
 
-    return shell
+    return _command_tool(sandbox, shell, _SHELL, approval)
+
+
+def python_tool(sandbox: Sandbox, *, approval: Approval = True) -> Tool:
+    """A ``python`` tool running code with ``python3 -I`` in ``sandbox``.
+
+    Raises SandboxUnavailable now when no sandbox can run and
+    ``sandbox.unsafe_no_sandbox`` is not set.
+    """
+
+    async def python(code: str) -> str:
+        """
+        Args:
+            code: the complete program; print() what you need to see.
+        """
+        return format_result(await sandbox.run(["python3", "-I", "-"], stdin=code.encode()))
+
+    return _command_tool(sandbox, python, _PYTHON, approval)
+
+
+def _command_tool(sandbox: Sandbox, run: Callable[[str], Awaitable[str]], does: str, approval: Approval) -> Tool:
+    """``run`` as a command tool: named after it, ``once``, within the sandbox's time, the sandbox described."""
+    sandbox.check()
+    return tool(
+        name=run.__name__,
+        effect="once",
+        approval=approval,
+        timeout=sandbox.limits.timeout + _GRACE,
+        description=f"{does} {describe_sandbox(sandbox)}",
+    )(run)
 
 
 def describe_sandbox(sandbox: Sandbox) -> str:

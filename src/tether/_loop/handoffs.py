@@ -1,7 +1,8 @@
-"""Handoffs: the ``transfer_to_<name>`` tool that hands a run over to another agent.
+"""Handoffs: the ``transfer_to_<name>`` tool that hands a run over to another agent, and the team it makes.
 
 Calling it switches which agent drives the same run once the turn is settled
-(:meth:`tether.agent.Agent.hand_off_to`); the tool itself only says so.
+(:meth:`tether.agent.Agent.hand_off_to`); the tool itself only says so. A run
+may be driven by any agent of the team, so its fingerprint covers them all.
 
 >>> from types import SimpleNamespace
 >>> t = transfer_tool(SimpleNamespace(name="billing desk", description="Refunds.", instructions=None))
@@ -12,11 +13,12 @@ Calling it switches which agent drives the same run once the turn is settled
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any
 
-from .tools import Tool, tool
+from ..tools import Tool, tool
 
-__all__ = ["team", "transfer_tool"]
+__all__ = ["team", "team_fingerprint", "transfer_tool"]
 
 
 def transfer_tool(target: Any) -> Tool:
@@ -46,3 +48,13 @@ def team(agent: Any) -> dict[str, Any]:
             seen[one.name] = one
             todo.extend(one.handoffs)
     return seen
+
+
+def team_fingerprint(agent: Any) -> str:
+    """A hash of the tool definitions of ``agent`` and of every agent it can hand off to."""
+    parts = [
+        f"{name}/{t.name}:{t.fingerprint()}" if name != agent.name else f"{t.name}:{t.fingerprint()}"
+        for name, one in team(agent).items()
+        for t in one.tool_list
+    ]
+    return hashlib.sha256(",".join(sorted(parts)).encode()).hexdigest()[:16]

@@ -1,9 +1,10 @@
-"""Runs inside runs: where a delegated call's child run starts from, and how its ending settles the call.
+"""Runs inside runs: the tool an agent becomes, where its child run starts from, how its ending settles the call.
 
-An agent used as a tool runs as a child run ``<run id>/<call id>`` in its
-parent's store. When the parent resumes, the child resumes from its own journal
-(or from the decided state the caller passed in); a child that finished before
-its parent wrote the call's result is not run again. :func:`settle` turns the
+An agent used as a tool (:func:`agent_tool`, behind ``Agent.as_tool``) runs as
+a child run ``<run id>/<call id>`` in its parent's store. When the parent
+resumes, the child resumes from its own journal (or from the decided state the
+caller passed in); a child that finished before its parent wrote the call's
+result is not run again. :func:`settle` turns the
 child's ending into the parent's call result, or leaves the call waiting.
 
 >>> from tether.messages import ToolCall
@@ -16,17 +17,38 @@ child's ending into the parent's call result, or leaves the call waiting.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from .context import Context
-from .events import ChildStopped, Event, ToolFinished
-from .journal import Journal, state_of
-from .messages import Message, ToolCall
-from .output import OutputSpec
+from ..context import Context
+from ..events import ChildStopped, Event, ToolFinished
+from ..journal import Journal, state_of
+from ..messages import Message, ToolCall
+from ..output import OutputSpec
+from ..state import RunState
+from ..store import RunStore
+from ..tools import Tool, tool
 from .settings import Input, Settings
-from .state import RunState
-from .store import RunStore
 
-__all__ = ["child_answer", "child_input", "child_output", "finished_child", "previous_notebook", "settle"]
+__all__ = ["agent_tool", "child_answer", "child_input", "child_output", "finished_child", "previous_notebook", "settle"]
+
+
+def agent_tool(agent: Any, name: str | None, description: str | None, *, continues: bool, **contract: Any) -> Tool:
+    """``agent`` as a tool that takes a ``task``: the loop runs it as a child run (see ``Agent.as_tool``)."""
+
+    async def delegate(task: str) -> Any:  # a typed output is written as JSON, like any tool's value
+        result = await agent.run(task)  # used only when called outside a run
+        if result.status != "finished":
+            raise RuntimeError(f"sub-agent {agent.name!r} stopped with status {result.status!r}")
+        return "" if result.output is None else result.output
+
+    delegate.__doc__ = (
+        f"{description or f'Ask the {agent.name} agent to do a task.'}\n\n"
+        "Args:\n    task: what the agent should do, in plain words."
+    )
+    # Re-running it after a crash resumes the same child run (its own journal settles its effects).
+    contract.setdefault("effect", "idempotent")
+    made = tool(name=name or agent.name, **contract)(delegate)
+    return dataclasses.replace(made, agent=agent, continues=continues)
 
 
 async def finished_child(store: RunStore | None, child_id: str) -> RunState | None:

@@ -20,11 +20,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .context import Context
-from .exceptions import LeaseConflict, StateError, UserError
-from .journal import Journal
-from .messages import Message
-from .store import RunStore
+from ..context import Context
+from ..exceptions import LeaseConflict, StateError, UserError
+from ..journal import Journal
+from ..messages import Message
+from ..store import RunStore
 
 __all__ = ["NOT_FINISHED", "continue_session"]
 
