@@ -170,3 +170,59 @@ def desk_brain(context: Any, tools: Any) -> Any:
 
 def desk() -> Agent:
     return Agent(FunctionPolicy(desk_brain), [billing.as_tool(description="Ask billing.")], name="desk")
+
+
+# -- hostile text: a model and a tool that hand over lone surrogates (issue 25, item 3) -------------
+
+
+@tool(effect="none")
+def echo_text(text: str) -> str:
+    """Say the text back (and add a lone surrogate, as a broken tool might).
+
+    Args:
+        text: what to say back.
+    """
+    return text + "\udfff"
+
+
+@tool(approval=True, effect="once")
+def send_note(text: str) -> str:
+    """Send a note to the customer (a person must approve).
+
+    Args:
+        text: what the customer reads.
+    """
+    oracle("send_note", text)
+    return f"sent: {text}"
+
+
+def hostile_brain(context: Any, tools: Any) -> Any:
+    """A reply and a tool result holding lone surrogates, then a gated call whose JSON spells one as an escape."""
+    from tether import Message, ToolCall
+
+    done = [m.name for m in context if m.role == "tool"]
+    if not done:
+        return Message.assistant("thinking \ud800 hard", [ToolCall("c1", "echo_text", '{"text": "a\ud800b"}')])
+    if "send_note" not in done:
+        return ToolCall("c2", "send_note", '{"text": "hello \\ud800 there"}')
+    return "done \udc00"
+
+
+def hostile() -> Agent:
+    return Agent(FunctionPolicy(hostile_brain), [echo_text, send_note], name="hostile")
+
+
+# -- one reply with many gated calls (issue 25, item 10) ----------------------------------------------
+
+
+def many_brain(context: Any, tools: Any) -> Any:
+    """One reply asking for 600 gated refunds at once (the task says how many: "refund 600")."""
+    if any(m.role == "tool" for m in context):
+        return "all decided"
+    task = next(m.content for m in context if m.role == "user")
+    count = int(task.split()[-1])
+    return [Action("issue_refund", {"order_id": f"A{n:04d}", "amount": 1 + n % 90}) for n in range(count)]
+
+
+def many() -> Agent:
+    return Agent(FunctionPolicy(many_brain), [issue_refund], name="many")

@@ -22,6 +22,7 @@ from typing import Any, assert_never
 from urllib.parse import quote
 
 from ..events import Event
+from ..parts import safe_text
 from ..trace import Line, Story
 from ._views import ItemView, RunView
 
@@ -33,8 +34,8 @@ STATUS_LABEL = {"needs-decision": "needs decision", "limit-reached": "limit reac
 
 
 def h(value: Any) -> str:
-    """Escape for HTML text and attribute values."""
-    return html.escape(str(value), quote=True)
+    """Escape for HTML text and attribute values (a lone surrogate, which no page can carry, shown as U+FFFD)."""
+    return safe_text(html.escape(str(value), quote=True))
 
 
 def run_link(root: str, run_id: str) -> str:

@@ -11,17 +11,17 @@ against the tool's schema, and adds keyboard shortcuts.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from ..events import PERSISTED
+from ..parts import safe_text
 from ..pending import VERBS
-from ._api import error_response, read_bytes
+from ._api import error_response, parse_json, read_bytes, reply
 from ._html import card, clock, h, hidden, page, run_link, status_badge, story, when
 from ._secrets import same_secret
 from ._security import csrf_ok, route_path, session_cookie
@@ -51,7 +51,7 @@ def who(request: Request) -> Any:
 
 
 def html(text: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(text, status_code=status, headers={"cache-control": "no-store"})
+    return HTMLResponse(safe_text(text), status_code=status, headers={"cache-control": "no-store"})
 
 
 async def frame(request: Request, title: str, body: str, *, nav: str = "", kind: str = "") -> HTMLResponse:
@@ -243,7 +243,7 @@ async def decide(request: Request) -> Response:
         return error_response(exc) if _wants_json(request) else await _error_page(request, exc)
     if _wants_json(request):
         notice = NOTICES.get(verdict, f"{VERBS[choice.verdict].done.capitalize()}.")
-        return JSONResponse({"ok": True, "notice": notice, "run_id": run.run_id}, headers={"cache-control": "no-store"})
+        return reply({"ok": True, "notice": notice, "run_id": run.run_id})
     return RedirectResponse(f"{root(request)}{_safe_back(form.get('back', '/'))}?notice={verdict}", status_code=303)
 
 
@@ -252,9 +252,9 @@ def _edited(form: dict[str, str]) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ApiError(422, "invalid-arguments", f"the edited arguments are not JSON: {exc}") from None
+        value = parse_json(text, "the edited arguments")
+    except ApiError as exc:
+        raise ApiError(422, "invalid-arguments", exc.message) from None
     if not isinstance(value, dict):
         raise ApiError(422, "invalid-arguments", "the edited arguments must be a JSON object")
     return value
@@ -269,9 +269,9 @@ def _answer(form: dict[str, str]) -> Any:
             raise ApiError(422, "invalid-answer", "the answer is empty")
         return text
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ApiError(422, "invalid-answer", f"the answer is not JSON: {exc}") from None
+        return parse_json(text, "the answer")
+    except ApiError as exc:
+        raise ApiError(422, "invalid-answer", exc.message) from None
 
 
 async def _error_page(request: Request, exc: ApiError) -> Response:
