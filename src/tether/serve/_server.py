@@ -68,6 +68,7 @@ class Server:
         sweep_every: float = 5.0,
         env: Mapping[str, str] | None = None,
         dispatcher: Dispatcher | None = None,
+        asker: str = "the customer",
     ) -> None:
         env = os.environ if env is None else env
         if workers == 0 and dispatcher is None:
@@ -85,6 +86,7 @@ class Server:
         self.token = token
         self.token_hint = TOKEN_ENV if env.get(TOKEN_ENV) else str(self.home / "serve.token")
         self.host = host
+        self.asker = asker  # who the inbox says wrote a run's task ("the customer", "the caller", ...)
         self.hosts = _hosts(host, allowed_hosts)
         self.hub = Hub()
         self.store = ServedStore(inner, self._appended)
