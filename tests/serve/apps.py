@@ -13,7 +13,9 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from tether import Action, Agent, FunctionPolicy, Invocation, ask_human, tool
 
@@ -226,3 +228,46 @@ def many_brain(context: Any, tools: Any) -> Any:
 
 def many() -> Agent:
     return Agent(FunctionPolicy(many_brain), [issue_refund], name="many")
+
+
+# -- a desk a non-developer approves for: money, choices, yes/no (issue 22, item 3) ------------------
+
+
+@tool(approval=True, effect="once")
+def refund_order(
+    order_id: str,
+    amount: Annotated[float, Field(gt=0, le=500, json_schema_extra={"format": "money"})],
+    reason: Literal["damaged", "late", "wrong item", "other"],
+    call: Invocation,
+    notify_customer: bool = True,
+    note: str = "",
+) -> str:
+    """Refund an order to the customer's card. Money leaves the company: check the amount against the order.
+
+    Args:
+        order_id: The order number, like A1234.
+        amount: How much to refund, in dollars (at most $500 without a manager).
+        reason: Why the customer gets money back.
+        notify_customer: Email the customer once the refund is done.
+        note: A note the customer reads.
+    """
+    oracle("refund_order", call.run_id, order_id, amount, reason, notify_customer)
+    return f"${amount:.2f} refunded for {order_id} ({reason})"
+
+
+def shop_brain(context: Any, tools: Any) -> Any:
+    results = {m.name: m for m in context if m.role == "tool"}
+    task = next(m.content for m in context if m.role == "user")
+    order = _order_in(task) or "A1234"
+    if "look_up_order" not in results:
+        return Action("look_up_order", {"order_id": order}, "let me pull up the order first")
+    if "refund_order" not in results:
+        price = ORDERS.get(order, ("", 10))[1]
+        args = {"order_id": order, "amount": price, "reason": "damaged", "notify_customer": True, "note": ""}
+        return Action("refund_order", args, "it arrived broken: a refund needs a person to sign off")
+    refund = results["refund_order"]
+    return f"Sorry about that: {refund.content}." if not refund.is_error else f"No refund: {refund.content}"
+
+
+def shop() -> Agent:
+    return Agent(FunctionPolicy(shop_brain), [look_up_order, refund_order], name="shop")

@@ -54,10 +54,11 @@ def card(
         else f'<p class="same-run">Same run as the item above: its story is shown there, or '
         f'<a href="{run_link(root, run.run_id)}">open the run</a>.</p>'
     )
+    doing = "What it will do" if item.kind == "approval" else "What it was doing"
     args = (
         ""
         if item.kind == "question"
-        else '<div class="args"><div class="label">What it will do</div>'
+        else f'<div class="args"><div class="label">{doing}</div>'
         f"{arguments_view(item.arguments, item.parameters, item.arguments_text)}</div>"
     )
     asked = h(asker[:1].upper() + asker[1:])
