@@ -176,7 +176,14 @@ def test_a_crash_answers_500_with_the_security_headers() -> None:
 def test_600_gated_calls_make_a_small_paged_inbox_with_the_story_once(attacked: Served) -> None:
     with attacked.client() as api:
         run = paused(api, "refund 600", agent="many")
-        assert len(api.get("/api/items").json()["items"]) == 600
+        first = api.get("/api/items").json()
+        assert (len(first["items"]), first["next_offset"]) == (50, 50)  # the API pages them too
+        seen, offset = [], 0
+        while offset is not None:
+            got = api.get("/api/items", params={"limit": 500, "offset": offset}).json()
+            seen += [i["call_id"] for i in got["items"]]
+            offset = got["next_offset"]
+        assert len(set(seen)) == 600
     with signed_in(attacked) as page:
         first = page.get("/")
         assert first.status_code == 200

@@ -226,7 +226,10 @@ async def stream_changes(request: Request) -> Response:
 
 @guarded
 async def list_items(request: Request) -> Response:
-    return reply({"items": [item_json(i) for i in await server(request).service.waiting()]})
+    limit, offset = int_query(request, "limit", 50, 1, 500), int_query(request, "offset", 0, 0, 1_000_000)
+    items = await server(request).service.waiting()
+    more = offset + limit if len(items) > offset + limit else None
+    return reply({"items": [item_json(i) for i in items[offset : offset + limit]], "next_offset": more})
 
 
 def _decide(verdict: Verdict) -> Endpoint:
@@ -287,7 +290,15 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404, 422),
         query=("after",),
     ),
-    Operation("GET", "/api/items", list_items, "Every item waiting for a person", ok=((200, "ItemList"),)),
+    Operation(
+        "GET",
+        "/api/items",
+        list_items,
+        "The items waiting for a person, newest first (a page of them)",
+        ok=((200, "ItemList"),),
+        errors=(422,),
+        query=("limit", "offset"),
+    ),
     Operation(
         "GET", "/api/changes", stream_changes, "Which runs change, live (server-sent events)", ok=((200, "sse"),)
     ),

@@ -173,6 +173,7 @@ class RunList(_Out):
 
 class ItemList(_Out):
     items: list[Item]
+    next_offset: int | None = Field(description="Pass as ?offset= for the next page (null: this is the last).")
 
 
 class Decided(_Out):
