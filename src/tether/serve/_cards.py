@@ -35,8 +35,9 @@ def card(
     back: str,
     with_story: bool = True,
     asker: str = ASKER,
+    run_page: bool = False,
 ) -> str:
-    """One waiting item (``with_story=False``: the story is shown elsewhere on the page)."""
+    """One waiting item (``with_story=False``: on an earlier card of the page; ``run_page``: in the page's panel)."""
     ident = f"item-{quote(item.run_id, safe='')}-{quote(item.call_id, safe='')}"
     named = f"{h(title_of(item.tool, {}))} <code>{h(item.tool)}</code>"
     title = f"<h2>{h(item.question)}</h2>" if item.question is not None else f"<h2>{named}</h2>"
@@ -47,13 +48,7 @@ def card(
     )
     about = _about(item)
     note = f'<p class="note">{h(item.note)}</p>' if item.note else ""
-    told = (
-        f'<details class="story-box"><summary>What happened so far</summary>'
-        f"{story(run.events, run.agent, asker=asker, last=STORY_LINES)}</details>"
-        if with_story
-        else f'<p class="same-run">Same run as the item above: its story is shown there, or '
-        f'<a href="{run_link(root, run.run_id)}">open the run</a>.</p>'
-    )
+    told = "" if run_page else _story_box(run, root, asker) if with_story else _same_run(run, root)
     doing = "What it will do" if item.kind == "approval" else "What it was doing"
     args = (
         ""
@@ -71,6 +66,18 @@ def card(
         f"{told}{args}{note}{_unknown(item)}"
         f'<div class="actions">{_actions(item, root=root, csrf=csrf, back=back)}</div>'
         '<p class="outcome" role="status" aria-live="polite"></p></article>'
+    )
+
+
+def _story_box(run: RunView, root: str, asker: str) -> str:
+    told = story(run.events, run.agent, asker=asker, last=STORY_LINES)
+    return f'<details class="story-box"><summary>What happened so far</summary>{told}</details>'
+
+
+def _same_run(run: RunView, root: str) -> str:
+    return (
+        '<p class="same-run">Same run as the item above: its story is shown there, or '
+        f'<a href="{run_link(root, run.run_id)}">open the run</a>.</p>'
     )
 
 

@@ -113,10 +113,11 @@ def _asker(request: Request) -> str:
     return str(getattr(server(request), "asker", None) or ASKER)
 
 
-def _card(request: Request, item: Any, run: RunView, *, back: str, with_story: bool = True) -> str:
-    return card(
-        item, run, root=root(request), csrf=_csrf(request), back=back, with_story=with_story, asker=_asker(request)
-    )
+def _card(
+    request: Request, item: Any, run: RunView, *, back: str, with_story: bool = True, run_page: bool = False
+) -> str:
+    where = {"root": root(request), "csrf": _csrf(request), "back": back, "asker": _asker(request)}
+    return card(item, run, with_story=with_story, run_page=run_page, **where)
 
 
 def _pager(request: Request, number: int, total: int) -> str:
@@ -205,7 +206,7 @@ async def run_page(request: Request) -> Response:
 
 def run_body(request: Request, run: RunView) -> str:
     back = f"/runs/{quote(run.run_id, safe='')}"
-    cards = "".join(_card(request, i, run, back=back, with_story=False) for i in run.waiting)
+    cards = "".join(_card(request, i, run, back=back, run_page=True) for i in run.waiting)
     answer = (
         f'<section class="answer"><h2>Answer</h2><p>{h(run.output)}</p></section>' if run.output is not None else ""
     )
