@@ -1,17 +1,25 @@
 """HTTP provider benchmark: tether (Agent + OpenAICompatible) against a bare httpx loop.
 
-Both sides send the same chat-completions requests to a loopback mock server
-(a minimal asyncio server in its own process, answering from pre-rendered
-replies, so it is not the bottleneck): each run makes K = 10 tool round-trips
-and a final answer, 11 requests in all. Each configuration runs in a fresh
-client process, so peak RSS is its own.
+The set-up of issue 26, read as ratios (the machine is shared):
 
-* CPU per step: client CPU time (user + system) per model request at
-  concurrency 1, 100 and 1,000; target tether <= 1.5x the bare loop at each.
-* steps/s and peak RSS at 1, 100 and 1,000 concurrent runs; target at 1,000:
-  tether >= 0.8x the bare loop's steps/s.
+* ONE ``Agent`` with ONE ``OpenAICompatible`` provider (so one httpx client) is
+  shared by C asyncio tasks; each task runs ``agent.run(prompt)``: K = 10
+  sequential calls of an async ``add(a, b)`` tool, then a final answer;
+* the server is a loopback OpenAI-compatible mock (stdlib asyncio,
+  non-streaming JSON, pre-rendered replies) in its own process;
+* one round of C runs at once (at C = 1, a round is 20 runs one after another);
+* CPU per step is ``time.process_time()`` over the round divided by the steps
+  (tool calls plus finished runs); steps/s is the same count over wall time;
+* the baseline is a hand-written loop with one shared ``httpx.AsyncClient``
+  that posts the same JSON and parses the same replies.
 
-Run: python bench/bench_http.py [--quick]   (prints a table; nothing here is a test)
+Each round runs in a fresh client process, tether and bare interleaved
+(tether, bare, tether, bare, ...); the table gives the median of the rounds.
+
+Run: python bench/bench_http.py [--quick] [--rounds N]   (prints a table; nothing here is a test)
+
+The mock serves ``K`` tool round-trips by default; a base URL ending in
+``/k<N>`` asks for N instead (bench_growth.py uses that for long histories).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -27,15 +35,15 @@ from typing import Any
 
 K = 10  # tool round-trips per run
 MODEL = "bench-model"
-TOOL_DEF = {
+ADD_DEF = {
     "type": "function",
     "function": {
-        "name": "step",
-        "description": "Take one step.",
+        "name": "add",
+        "description": "Add two numbers.",
         "parameters": {
             "additionalProperties": False,
-            "properties": {"n": {"type": "integer"}},
-            "required": ["n"],
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
             "type": "object",
         },
     },
@@ -44,48 +52,23 @@ TOOL_DEF = {
 # -- the mock server -------------------------------------------------------------
 
 
-def _replies(streaming: bool) -> list[bytes]:
-    """HTTP responses for a request that already holds ``i`` tool results (i = 0..K)."""
-    out = []
-    for i in range(K + 1):
-        if i < K:
-            call = {"id": f"call_{i}", "type": "function", "function": {"name": "step", "arguments": f'{{"n": {i}}}'}}
-            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
-        else:
-            message = {"role": "assistant", "content": "All steps taken."}
-        usage = {"prompt_tokens": 100 + i, "completion_tokens": 10, "total_tokens": 110 + i}
-        finish = "tool_calls" if i < K else "stop"
-        if not streaming:
-            body = json.dumps(
-                {
-                    "id": "x",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": MODEL,
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": usage,
-                }
-            ).encode()
-            head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
-            out.append(head + body)
-            continue
-        delta: dict[str, Any] = {"role": "assistant", "content": message["content"]}
-        if i < K:
-            delta = {"role": "assistant", "tool_calls": [{"index": 0, **message["tool_calls"][0]}]}
-        chunks = [
-            {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-            {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
-            {"choices": [], "usage": usage},
-        ]
-        body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
-        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % len(body)
-        out.append(head + body)
-    return out
+def reply(i: int, k: int) -> bytes:
+    """The HTTP response to a request that already holds ``i`` tool results, in a run of ``k``."""
+    if i < k:
+        call = {"id": f"call_{i}", "type": "function", "function": {"name": "add", "arguments": f'{{"a":{i},"b":1}}'}}
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+    else:
+        message = {"role": "assistant", "content": "All steps taken."}
+    usage = {"prompt_tokens": 100 + i, "completion_tokens": 10, "total_tokens": 110 + i}
+    finish = "tool_calls" if i < k else "stop"
+    choice = {"index": 0, "message": message, "finish_reason": finish}
+    data = {"id": "x", "object": "chat.completion", "created": 0, "model": MODEL, "choices": [choice], "usage": usage}
+    body = json.dumps(data).encode()
+    return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body) + body
 
 
 class _MockProtocol(asyncio.Protocol):
-    plain = _replies(False)
-    streamed = _replies(True)
+    cache: dict[tuple[int, int], bytes] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: asyncio.Transport = transport  # type: ignore[assignment]
@@ -94,14 +77,17 @@ class _MockProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.buffer += data
         while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
-            length = _content_length(self.buffer[:end])
+            head = self.buffer[:end]
+            length = _content_length(head)
             if len(self.buffer) < end + 4 + length:
                 return
             body = self.buffer[end + 4 : end + 4 + length]
             self.buffer = self.buffer[end + 4 + length :]
-            answered = body.count(b'"role":"tool"')
-            replies = self.streamed if b'"stream":true' in body else self.plain
-            self.transport.write(replies[min(answered, K)])
+            k = _k_of(head)
+            key = (min(body.count(b'"role":"tool"'), k), k)
+            if key not in self.cache:
+                self.cache[key] = reply(*key)
+            self.transport.write(self.cache[key])
 
 
 def _content_length(head: bytes) -> int:
@@ -109,6 +95,13 @@ def _content_length(head: bytes) -> int:
         if line.startswith(b"content-length:"):
             return int(line[15:])
     return 0
+
+
+def _k_of(head: bytes) -> int:
+    for part in head.split(b" ", 2)[1].split(b"/"):
+        if part[:1] == b"k" and part[1:].isdigit():
+            return int(part[1:])
+    return K
 
 
 def serve() -> None:
@@ -121,132 +114,147 @@ def serve() -> None:
     asyncio.run(main())
 
 
+def start_server() -> tuple[subprocess.Popen[str], int]:
+    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    return server, int(server.stdout.readline())
+
+
 # -- the two clients -----------------------------------------------------------------
 
 
-def _limits() -> Any:
-    import httpx
-
-    return httpx.Limits(max_connections=1000, max_keepalive_connections=100)
-
-
-async def bare_run(client: Any, url: str) -> int:
-    """The same conversation with nothing but httpx and json."""
+async def bare_run(client: Any, url: str, tools: list[dict[str, Any]]) -> int:
+    """The same conversation with nothing but httpx and json; returns its steps."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     headers = {"Content-Type": "application/json", "Authorization": "Bearer k"}
-    for step in range(1, K + 2):
-        body = json.dumps({"model": MODEL, "tools": [TOOL_DEF], "messages": messages}, separators=(",", ":"))
+    steps = 0
+    while True:
+        body = json.dumps({"model": MODEL, "messages": messages, "tools": tools}, separators=(",", ":"))
         response = await client.post(url, content=body.encode(), headers=headers)
         response.raise_for_status()
         message = json.loads(response.content)["choices"][0]["message"]
         messages.append(message)
         if not message.get("tool_calls"):
-            return step
+            return steps + 1
         for call in message["tool_calls"]:
-            n = json.loads(call["function"]["arguments"])["n"]
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": str(n)})
-    raise AssertionError("the mock never answered")
+            args = json.loads(call["function"]["arguments"])
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": str(args["a"] + args["b"])})
+            steps += 1
 
 
-def tether_agent(url: str, streaming: bool) -> Any:
+def tether_agent(base_url: str, extra_tools: int = 0, max_steps: int = K + 5) -> Any:
     from tether import Agent, tool
     from tether.providers import OpenAICompatible
 
     @tool(effect="none")
-    async def step(n: int) -> str:
-        """Take one step."""
-        return str(n)
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
 
-    return Agent(OpenAICompatible(MODEL, base_url=url, api_key="k", stream=streaming), [step], max_steps=K + 5)
+    return Agent(
+        OpenAICompatible(MODEL, base_url=base_url, api_key="k", stream=False),
+        [add, *filler_tools(extra_tools)],
+        max_steps=max_steps,
+    )
 
 
-async def client_main(kind: str, concurrency: int, runs: int, port: int) -> dict[str, float]:
+def filler_tools(n: int) -> list[Any]:
+    """``n`` more tools offered (never called), each with a small schema like add's."""
+    from tether import tool
+
+    def make(i: int) -> Any:
+        async def fn(a: int, b: int) -> int:
+            return a * i + b
+
+        fn.__name__ = f"tool_{i}"
+        fn.__doc__ = f"Tool number {i}."
+        return tool(effect="none")(fn)
+
+    return [make(i) for i in range(n)]
+
+
+def filler_defs(n: int) -> list[dict[str, Any]]:
+    """What the bare loop offers for the same ``n`` extra tools."""
+    out = []
+    for i in range(n):
+        d = json.loads(json.dumps(ADD_DEF))
+        d["function"].update(name=f"tool_{i}", description=f"Tool number {i}.")
+        out.append(d)
+    return out
+
+
+async def round_of(kind: str, concurrency: int, runs: int, base_url: str, extra_tools: int = 0) -> dict[str, float]:
+    """One measured round in this process: ``runs`` runs, ``concurrency`` at once."""
     import httpx
 
-    base = f"http://127.0.0.1:{port}/v1"
     if kind == "bare":
-        client = httpx.AsyncClient(limits=_limits(), timeout=60.0)
+        client = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100))
+        url, tools = base_url + "/chat/completions", [ADD_DEF, *filler_defs(extra_tools)]
 
         async def one() -> int:
-            return await bare_run(client, base + "/chat/completions")
+            return await bare_run(client, url, tools)
 
         closer = client.aclose
     else:
-        agent = tether_agent(base, streaming=kind == "tether-stream")
+        k = int(base_url.rsplit("/k", 1)[1]) if "/k" in base_url else K
+        agent = tether_agent(base_url, extra_tools, max_steps=k + 5)
 
         async def one() -> int:
             result = await agent.run("go")
             assert result.status == "finished", result.error
-            return result.usage.requests
+            return result.usage.requests  # K tool calls + 1 finished run
 
         closer = agent.policy.aclose
     await asyncio.gather(*(one() for _ in range(min(concurrency, 20))))  # warm up: connections, imports
-    semaphore = asyncio.Semaphore(concurrency)
-
-    async def limited() -> int:
-        async with semaphore:
-            return await one()
-
+    waves = [concurrency] * (runs // concurrency)
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    steps = sum(await asyncio.gather(*(limited() for _ in range(runs))))
+    steps = 0
+    for wave in waves:
+        steps += sum(await asyncio.gather(*(one() for _ in range(wave))))
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     await closer()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"steps": steps, "cpu_us_per_step": cpu / steps * 1e6, "steps_per_s": steps / wall, "rss_mb": rss}
+    return {"steps": steps, "cpu_us_per_step": cpu / steps * 1e6, "steps_per_s": steps / wall}
 
 
-def client(kind: str, concurrency: int, runs: int, port: int) -> None:
-    print(json.dumps(asyncio.run(client_main(kind, concurrency, runs, port))), flush=True)
+def client(argv: list[str]) -> None:
+    kind, concurrency, runs, base_url, extra = argv[0], int(argv[1]), int(argv[2]), argv[3], int(argv[4])
+    print(json.dumps(asyncio.run(round_of(kind, concurrency, runs, base_url, extra))), flush=True)
+
+
+def measure(kind: str, concurrency: int, runs: int, base_url: str, extra_tools: int = 0) -> dict[str, float]:
+    """One round in a fresh client process."""
+    argv = [sys.executable, __file__, "--client", kind, str(concurrency), str(runs), base_url, str(extra_tools)]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 # -- the table ---------------------------------------------------------------------
 
 
-def measure(kind: str, concurrency: int, runs: int, port: int) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, __file__, "--client", kind, str(concurrency), str(runs), str(port)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def main(quick: bool) -> None:
-    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
+def main(quick: bool, rounds: int) -> None:
+    server, port = start_server()
+    base = f"http://127.0.0.1:{port}/v1"
+    # (concurrent runs, runs per round)
+    plan = [(1, 20), (100, 100), (1000, 1000)]
     try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
-        # (concurrent runs, runs, repetitions): the best repetition is kept (the machine is shared).
-        plan = [(1, 100, 5), (100, 300, 1), (1000, 1000, 1)]
-        if quick:
-            plan = [(1, 50, 2), (100, 100, 1), (1000, 1000, 1)]
         print(
-            f"bench_http: K={K} tool round-trips per run ({K + 1} requests), mock server pid {server.pid}, "
-            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start\n"
+            f"bench_http: K={K} add() calls per run, {rounds} interleaved rounds per row (median), "
+            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start"
         )
-        rows = []
-        for concurrency, runs, reps in plan:
-            for kind in ("bare", "tether", "tether-stream"):
-                best = min(
-                    (measure(kind, concurrency, runs, port) for _ in range(reps)), key=lambda r: r["cpu_us_per_step"]
-                )
-                rows.append((kind, concurrency, runs, best))
-        print(f"{'client':<14}{'concurrent':>11}{'runs':>7}{'CPU µs/step':>13}{'steps/s':>10}{'peak RSS MB':>13}")
-        for kind, concurrency, runs, r in rows:
+        print(f"{'concurrent':>10}{'bare µs/step':>14}{'tether µs/step':>16}{'CPU ratio':>11}{'steps/s ratio':>15}")
+        for concurrency, runs in plan:
+            got: dict[str, list[dict[str, float]]] = {"tether": [], "bare": []}
+            for _ in range(1 if quick and concurrency == 1000 else rounds):
+                for kind in ("tether", "bare"):
+                    got[kind].append(measure(kind, concurrency, runs, base))
+            cpu = {k: statistics.median(r["cpu_us_per_step"] for r in v) for k, v in got.items()}
+            rate = {k: statistics.median(r["steps_per_s"] for r in v) for k, v in got.items()}
             print(
-                f"{kind:<14}{concurrency:>11}{runs:>7}{r['cpu_us_per_step']:>13.0f}"
-                f"{r['steps_per_s']:>10.0f}{r['rss_mb']:>13.1f}"
+                f"{concurrency:>10,}{cpu['bare']:>14.0f}{cpu['tether']:>16.0f}"
+                f"{cpu['tether'] / cpu['bare']:>10.2f}x{rate['tether'] / rate['bare']:>14.2f}x",
+                flush=True,
             )
-        by = {(kind, c): r for kind, c, _, r in rows}
-        print()
-        for c in (1, 100, 1000):
-            cpu_ratio = by[("tether", c)]["cpu_us_per_step"] / by[("bare", c)]["cpu_us_per_step"]
-            rate_ratio = by[("tether", c)]["steps_per_s"] / by[("bare", c)]["steps_per_s"]
-            print(
-                f"tether / bare at {c:>5,} concurrent runs: CPU per step {cpu_ratio:.2f}x (target <= 1.5x), "
-                f"steps/s {rate_ratio:.2f}x"
-            )
+        print(f"load average {os.getloadavg()[0]:.1f} at the end; read the ratios, not the µs (targets: CPU <= 1.5x)")
     finally:
         server.terminate()
         server.wait()
@@ -256,6 +264,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
         serve()
     elif sys.argv[1:2] == ["--client"]:
-        client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        client(sys.argv[2:])
     else:
-        main(quick="--quick" in sys.argv)
+        n = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
+        main(quick="--quick" in sys.argv, rounds=n)
