@@ -31,7 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 K = 10  # tool round-trips per run
 MODEL = "bench-model"
@@ -68,7 +68,7 @@ def reply(i: int, k: int) -> bytes:
 
 
 class _MockProtocol(asyncio.Protocol):
-    cache: dict[tuple[int, int], bytes] = {}
+    cache: ClassVar[dict[tuple[int, int], bytes]] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: asyncio.Transport = transport  # type: ignore[assignment]

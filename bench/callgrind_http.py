@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_http  # noqa: E402
+import bench_http
 
 PROGRAM = """
 import asyncio, sys
