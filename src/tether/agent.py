@@ -9,9 +9,8 @@ the run's :mod:`~tether.events` as they happen, :meth:`Agent.run` and
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._loop.budgets import check_cost, check_limits
 from ._loop.children import agent_tool
@@ -30,6 +29,9 @@ from .policy import Policy
 from .state import RunState
 from .store import RunStore
 from .tools import Invocation, Tool
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["Agent", "Approver", "Observer", "RunResult", "Settings", "Watcher"]
 
@@ -201,6 +203,8 @@ class Agent:
 
         Inside a running event loop (async code, Jupyter) use ``await agent.run(...)``.
         """
+        import asyncio
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
