@@ -9,8 +9,9 @@ the run's :mod:`~tether.events` as they happen, :meth:`Agent.run` and
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._loop.budgets import check_cost, check_limits
 from ._loop.children import agent_tool
@@ -29,9 +30,6 @@ from .policy import Policy
 from .state import RunState
 from .store import RunStore
 from .tools import Invocation, Tool
-
-if TYPE_CHECKING:
-    import asyncio
 
 __all__ = ["Agent", "Approver", "Observer", "RunResult", "Settings", "Watcher"]
 
@@ -203,8 +201,6 @@ class Agent:
 
         Inside a running event loop (async code, Jupyter) use ``await agent.run(...)``.
         """
-        import asyncio
-
         try:
             asyncio.get_running_loop()
         except RuntimeError:

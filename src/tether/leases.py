@@ -17,17 +17,15 @@ False
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from .exceptions import LeaseConflict, StoreError
-
-if TYPE_CHECKING:
-    import asyncio
 
 __all__ = ["Holder", "Lease", "gone", "owner"]
 
@@ -105,8 +103,6 @@ class Holder:
 
     async def take(self, run_id: str) -> None:
         """Take the lease (from an owner known to be gone, if need be), then keep renewing it."""
-        import asyncio
-
         me = owner()
         _LIVE.add(me)  # before the store has it: no thread here ever sees its lease live and its owner gone
         try:
@@ -122,8 +118,6 @@ class Holder:
         self._renewal = asyncio.create_task(self._renew())
 
     async def _renew(self) -> None:
-        import asyncio
-
         assert self.lease is not None
         while True:
             await asyncio.sleep(self.ttl / 3)
@@ -136,8 +130,6 @@ class Holder:
 
     async def let_go(self) -> None:
         """Stop renewing and release the lease; its owner counts as gone only once it is released."""
-        import asyncio
-
         try:
             if self._renewal is not None:
                 self._renewal.cancel()

@@ -14,6 +14,7 @@ reported back to the model, naming the field and showing the schema fragment.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import inspect
@@ -207,8 +208,6 @@ class Tool:
 
     async def invoke(self, args: dict[str, Any], invocation: Invocation[Any]) -> Any:
         """Run the function with validated ``args`` (sync functions in a thread)."""
-        import asyncio
-
         kwargs = dict(args)
         if self.inject:
             kwargs[self.inject] = invocation

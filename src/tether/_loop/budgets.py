@@ -12,6 +12,7 @@ so no run in a tree can spend more than the root allows.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -60,8 +61,6 @@ class Budget:
         self._cost0 = 0.0
 
     def start_clock(self, agent: Settings) -> None:
-        import asyncio
-
         if agent.max_seconds is not None:
             self.deadline = asyncio.get_running_loop().time() + agent.max_seconds
         if self.parent is not None and self.parent.deadline is not None:
@@ -74,8 +73,6 @@ class Budget:
             self._cost0 = cost_of(agent, j) or 0.0
 
     def out_of_time(self) -> bool:
-        import asyncio
-
         return self.deadline is not None and asyncio.get_running_loop().time() >= self.deadline
 
     def over(self, agent: Settings, j: Journal, new_calls: int = 0, *, in_turn: bool = False) -> Event | None:

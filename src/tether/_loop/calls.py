@@ -22,6 +22,7 @@ text, a timeout or an exception becomes an error note the model reads
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +41,6 @@ __all__ = ["fit_result", "run_call"]
 async def run_call(step: Execute, run_id: str, deadline: float | None, deps: Any = None) -> ToolFinished:
     """Run ``step``'s tool by ``deadline`` (the event loop's clock); its result, or how it failed.
     ``deps`` are the run's dependencies, handed to the tool through its :class:`Invocation`."""
-    import asyncio
-
     tool, call = step.tool, step.call
     invocation = Invocation(run_id, call.id, tool.name, deps)
     error: ErrorKind | None = None

@@ -14,12 +14,13 @@ before a tool's first side effect, ``tool-finished`` before the next model call.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..context import Context
 from ..events import (
@@ -60,9 +61,6 @@ from .settings import Input, Observer, Settings, Watcher, instructions_of, label
 from .streams import CancelRequested, interleave
 from .turn import Execute, Note, Step, Wait, ended_by, plan
 
-if TYPE_CHECKING:
-    import asyncio
-
 __all__ = ["Input", "Observer", "Parent", "Run", "Settings", "Watcher"]
 
 
@@ -82,8 +80,6 @@ class Run:
         session: str | None = None,
         deps: Any = None,
     ) -> None:
-        import asyncio
-
         if session is not None and (input is None or isinstance(input, RunState)):
             raise UserError("session= starts a new run of the session: give a task (resume a run by its id or state)")
         self.session = session
@@ -110,8 +106,6 @@ class Run:
 
     async def events(self) -> AsyncIterator[Event]:
         """The run as a stream of events; how it ends is committed whenever the store can take it."""
-        import asyncio
-
         try:
             async for ev in self._loop():
                 yield ev
@@ -253,8 +247,6 @@ class Run:
         return ev
 
     async def _write(self, ev: Event) -> None:
-        import asyncio
-
         assert self.store is not None
         run_id = ev.run_id if isinstance(ev, RunStarted) else self.journal.run_id
         expected, lease = self.journal.seq, self.holder.lease if self.holder is not None else None
@@ -300,8 +292,6 @@ class Run:
 
         Each piece is awaited within the run's time budget (the budget never spans a yield).
         """
-        import asyncio
-
         pieces = ask(self.agent.policy, self.journal.context, self.agent.tool_list)
         try:
             while True:
@@ -426,8 +416,6 @@ class Run:
 
     async def _delegate(self, step: Execute) -> AsyncIterator[Event]:
         """Run (or resume) the call's child run; its events show here, its ending settles the call."""
-        import asyncio
-
         child_agent: Settings = step.tool.agent
         call = step.call
         child_id = f"{self.journal.run_id}/{call.id}"

@@ -16,12 +16,10 @@ raises :class:`CancelRequested`; a consumer that leaves early stops them too.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    import asyncio
+from typing import TypeVar
 
 __all__ = ["CancelRequested", "interleave"]
 
@@ -34,8 +32,6 @@ class CancelRequested(Exception):
 
 async def interleave(streams: list[AsyncIterator[T]], cancel: asyncio.Event | None) -> AsyncIterator[T]:
     """Yield the items of every stream as they land; see the module docstring."""
-    import asyncio
-
     landed: asyncio.Queue[tuple[T] | None] = asyncio.Queue()
 
     async def drain(stream: AsyncIterator[T]) -> None:
