@@ -302,3 +302,9 @@ cli.add_command(serve)
 from ._worker import worker  # noqa: E402
 
 cli.add_command(worker)
+
+# `tether users` and `tether audit`: the people of tether serve (accounts, the audit log).
+from ._users import audit_group, users_group  # noqa: E402
+
+cli.add_command(users_group)
+cli.add_command(audit_group)

@@ -62,6 +62,7 @@ def load_agent(spec: str) -> Any:
 @click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME", help="Another host name clients may use.")
 @click.option("--public-url", metavar="URL", help="The inbox's address in notifications [default: http://HOST:PORT].")
 @click.option("--max-auth-failures", type=int, default=10, show_default=True, help="Wrong tokens a minute per client.")
+@click.option("--rules", type=click.Path(dir_okay=False), help="Who may decide what (a TOML file; see docs/serve.md).")
 def serve(apps: tuple[str, ...], store: str, host: str, port: int, workers: int, **options: Any) -> None:
     """Serve agents over HTTP: a JSON API, and a web inbox where people decide.
 

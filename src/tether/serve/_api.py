@@ -55,6 +55,8 @@ class Operation:
 def error_response(exc: ApiError) -> JSONResponse:
     """The one shape of every refusal."""
     body: dict[str, Any] = {"error": {"code": exc.code, "message": exc.message}}
+    if exc.status < 300:  # accepted but not done (one approval of several): the script shows it as a notice
+        body["notice"] = exc.message
     if exc.run is not None:
         body["run"] = run_json(exc.run)
     return JSONResponse(body, status_code=exc.status, headers={"cache-control": "no-store"})
@@ -200,7 +202,8 @@ async def stream_changes(request: Request) -> Response:
 
 @guarded
 async def list_items(request: Request) -> Response:
-    return reply({"items": [item_json(i) for i in await server(request).service.waiting()]})
+    who = request.scope["tether.who"]  # a person sees what they may decide; a program with the token, all
+    return reply({"items": [item_json(i) for i in await server(request).service.waiting(who)]})
 
 
 def _decide(verdict: Verdict) -> Endpoint:
@@ -211,7 +214,7 @@ def _decide(verdict: Verdict) -> Endpoint:
         payload = body.model_dump(exclude={"args_hash", "by"})  # the one field the verdict takes, if any
         choice = chosen(verdict, p["call_id"], args_hash=body.args_hash, **payload)
         who = request.scope["tether.who"]
-        view = await server(request).service.decide(p["run_id"], choice, by=who.reviewer(body.by))
+        view = await server(request).service.decide(p["run_id"], choice, by=who.reviewer(body.by), who=who)
         return reply({"run": run_json(view)})
 
     decide.__name__ = f"{verdict}_item"

@@ -18,7 +18,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from ..agent import Agent
 from ..events import Cancelled, RunStarted
@@ -53,6 +53,14 @@ def chosen(verdict: str, item: str, **payload: Any) -> Choice:
         raise ApiError(422, "invalid-body", str(exc)) from None
 
 
+class Judge(Protocol):
+    """Who may decide (the people and rules of :mod:`tether.serve._judge`)."""
+
+    def admit(self, run: RunView, item: ItemView, choice: Choice, who: Any, by: str) -> str: ...
+    def decided(self, run: RunView, item: ItemView, choice: Choice, by: str) -> None: ...
+    def visible(self, who: Any, items: list[ItemView], runs: dict[str, RunView]) -> list[ItemView]: ...
+
+
 class Service:
     """The server's operations over its store, agents and workers."""
 
@@ -60,6 +68,7 @@ class Service:
         self, agents: Mapping[str, Agent], store: ServedStore, views: Views, workers: Workers, key: bytes
     ) -> None:
         self.agents, self.store, self.views, self.workers, self.key = agents, store, views, workers, key
+        self.judge: Judge | None = None
 
     # -- runs --------------------------------------------------------------------
 
@@ -109,15 +118,20 @@ class Service:
         page = views[offset : offset + limit]
         return page, (offset + limit if len(views) > offset + limit else None)
 
-    async def waiting(self) -> list[ItemView]:
-        """Every item waiting for a person across runs, the newest first."""
+    async def waiting(self, who: Any = None) -> list[ItemView]:
+        """Every item waiting for a person across runs, the newest first (with ``who``: the ones they may decide)."""
         items: list[ItemView] = []
+        runs: dict[str, RunView] = {}
         for status in WAITING:
             for info in await self.store.list_runs(status, limit=100_000):
                 if "/" in info.run_id:
                     continue  # a child run: its items are listed with its root run
                 view = await self.views.get(info.run_id, info)
-                items.extend(view.waiting if view is not None else ())
+                if view is not None:
+                    runs[view.run_id] = view
+                    items.extend(view.waiting)
+        if who is not None and self.judge is not None:
+            items = self.judge.visible(who, items, runs)
         return sorted(items, key=lambda i: (i.since, i.run_id, i.call_id), reverse=True)
 
     async def cancel(self, run_id: str, *, reason: str, by: str) -> RunView:
@@ -136,20 +150,27 @@ class Service:
 
     # -- decisions ---------------------------------------------------------------
 
-    async def decide(self, run_id: str, choice: Choice, *, by: str) -> RunView:
-        """Record one person's choice on one open item (see the module docstring)."""
+    async def decide(self, run_id: str, choice: Choice, *, by: str, who: Any = None) -> RunView:
+        """Record one person's choice on one open item (see the module docstring).
+
+        With a judge, ``who`` must be allowed to decide the item, and the
+        decision is signed with the identity the judge gives (every approver's).
+        """
         for attempt in range(ATTEMPTS):
             view = await self.view(run_id)
             item = self._open_item(view, choice)
             self._check_values(view, item, choice)
+            signed = self.judge.admit(view, item, choice, who, by) if self.judge is not None else by
             try:
-                await record_decisions(self.store, run_id, choice, by=by, key=self.key)
+                await record_decisions(self.store, run_id, choice, by=signed, key=self.key)
             except LeaseConflict:
                 # The run moved (another item was decided), or its worker is still letting go of it.
                 await asyncio.sleep(0.02 * attempt)
                 continue
             except StateError as exc:
                 raise ApiError(409, "already-decided", str(exc), await self.view(run_id)) from None
+            if self.judge is not None:
+                self.judge.decided(view, item, choice, signed)
             return await self.view(run_id)
         raise ApiError(409, "busy", f"run {run_id!r} kept moving; try again", await self.view(run_id))
 
