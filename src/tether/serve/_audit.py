@@ -33,6 +33,7 @@ class Audit:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._seen: set[tuple[str, str, str]] = set()
+        self._escalated: set[tuple[str, str]] | None = None  # (run, call), read from the log once
 
     def write(self, step: str, who: str = "", **fields: Any) -> dict[str, Any]:
         entry = {"at": round(time.time(), 3), "step": step, "who": who, **{k: v for k, v in fields.items() if v}}
@@ -44,6 +45,8 @@ class Audit:
             os.fsync(fd)
         finally:
             os.close(fd)
+        if step == "escalated" and self._escalated is not None:
+            self._escalated.add((str(fields.get("run_id")), str(fields.get("call_id"))))
         return entry
 
     def saw(self, who: str, run_id: str, call_id: str, tool: str) -> None:
@@ -67,10 +70,15 @@ class Audit:
                 people.append(str(e.get("who")))
         return people
 
-    def happened(self, step: str, run_id: str, call_id: str) -> bool:
-        return any(
-            (e.get("step"), e.get("run_id"), e.get("call_id")) == (step, run_id, call_id) for e in read_lines(self.path)
-        )
+    def escalated(self, run_id: str, call_id: str) -> bool:
+        """Whether this item was escalated (its second group may decide it from then on)."""
+        if self._escalated is None:
+            self._escalated = {
+                (str(e.get("run_id")), str(e.get("call_id")))
+                for e in read_lines(self.path)
+                if e.get("step") == "escalated"
+            }
+        return (run_id, call_id) in self._escalated
 
 
 def read_lines(path: Path) -> Iterator[dict[str, Any]]:

@@ -77,7 +77,7 @@ class People:
         if who is None or not who.person:
             return "decisions need a person: sign in, or use a personal token (tether users token NAME)"
         rule = self.rule(run, item)
-        if self.rules.may_decide(who.name, rule, time.time() - item.since):
+        if self.rules.may_decide(who.name, rule, self.audit.escalated(run.run_id, item.call_id)):
             return ""
         return f"{item.tool} here needs {' or '.join(rule.who)} ({rule.name} of {self.rules.source})"
 
@@ -162,7 +162,7 @@ class People:
                     log.info("expiry of %s/%s not recorded: %s", run.run_id, item.call_id, exc)
                     continue
                 self.audit.write("expired", f"rule:{rule.name}", verdict="deny", message=rule.message, **where)
-            elif not self.audit.happened("escalated", run.run_id, item.call_id):
+            elif not self.audit.escalated(run.run_id, item.call_id):
                 self.audit.write("escalated", f"rule:{rule.name}", to=list(rule.escalate_to), **where)
                 if notify is not None:
                     notify({"event": "item-escalated", "to": list(rule.escalate_to), **where})

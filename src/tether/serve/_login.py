@@ -24,7 +24,7 @@ from starlette.responses import RedirectResponse, Response
 from ._html import clock, h, hidden, page
 from ._pages import _error_page, _form, _safe_back, frame, html, root, who
 from ._secrets import same_secret
-from ._security import Who, csrf_ok, session_cookie, session_id
+from ._security import Who, csrf_ok, session_cookie, session_cookies, session_id
 from ._service import ApiError
 from ._state import served as server
 
@@ -94,8 +94,15 @@ async def login(request: Request) -> Response:
     assert signed is not None
     people.audit.write("signed-in", signed.reviewer(), client=client)
     response = RedirectResponse(f"{root(request)}{_safe_back(form.get('next', '/'))}", status_code=303)
+    _forget_cookies(request, response)  # an earlier session's cookie would make two: nobody
     response.headers.append("set-cookie", session_cookie(request.scope, sid, max_age=srv.sessions.ttl))
     return response
+
+
+def _forget_cookies(request: Request, response: Response) -> None:
+    for name, old in session_cookies(request.scope):
+        server(request).sessions.revoke(old)
+        response.headers.append("set-cookie", session_cookie(request.scope, "", max_age=0, name=name))
 
 
 async def logout(request: Request) -> Response:
@@ -106,7 +113,7 @@ async def logout(request: Request) -> Response:
     server(request).sessions.revoke(session_id(request.scope))  # the cookie's value is worth nothing from now on
     _people(request).audit.write("signed-out", person.reviewer())
     response = RedirectResponse(f"{root(request)}/login", status_code=303)
-    response.headers.append("set-cookie", session_cookie(request.scope, "", max_age=None))
+    _forget_cookies(request, response)
     return response
 
 

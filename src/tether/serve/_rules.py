@@ -130,11 +130,11 @@ class Rules:
         """Whether ``person`` is named in ``groups`` (roles or names; ``*``: anyone signed in)."""
         return any(g in (ANYONE, person) or person in self.roles.get(g, ()) for g in groups)
 
-    def may_decide(self, person: str, rule: Rule, waited: float) -> bool:
+    def may_decide(self, person: str, rule: Rule, escalated: bool) -> bool:
+        """Whether ``person`` may decide an item under ``rule`` (``escalated``: it waited past its time)."""
         if self.is_one_of(person, rule.who):
             return True
-        late = rule.expire_after is not None and waited >= rule.expire_after and rule.then == "escalate"
-        return late and self.is_one_of(person, rule.escalate_to)
+        return escalated and rule.then == "escalate" and self.is_one_of(person, rule.escalate_to)
 
     def trusted_proxy(self, address: str) -> bool:
         try:

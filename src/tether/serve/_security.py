@@ -27,6 +27,7 @@ In order, :class:`Guard`:
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 import time
@@ -53,6 +54,7 @@ __all__ = [
     "cookie_name",
     "route_path",
     "session_cookie",
+    "session_cookies",
     "session_id",
 ]
 
@@ -271,10 +273,8 @@ class Guard:
                 return None, response
             self.throttle.failed(client)
             return None, _refuse(401, "unauthorized", "the token is wrong", bearer=True)
-        values = _cookies(headers.get("cookie", ""), cookie_name(scope))
-        if len(values) != 1:
-            return None, None  # none, or two (one planted by another page of this host): nobody
-        return self.sessions.read(values[0]), None
+        sid = session_id(scope)
+        return (self.sessions.read(sid) if sid else None), None
 
     def _proxied(self, client: str, headers: Headers) -> Who | Response | Literal["absent"]:
         """The person the trusted proxy names; a refusal when the header comes from anywhere else."""
@@ -295,11 +295,16 @@ class Guard:
         return Who("proxy", name, self.people.proxy_csrf(name), person=True)
 
 
-def cookie_name(scope: Scope) -> str:
-    """``__Host-tether_session`` over https at the root (no other path, port-less host-only, Secure)."""
+def cookie_prefix(scope: Scope) -> str:
+    """``__Host-tether_session`` over https at the root (Secure, host-only, Path=/), else ``tether_session``."""
     if not scope.get("tether.secure"):
         return COOKIE
     return f"__Host-{COOKIE}" if not scope.get("root_path") else f"__Secure-{COOKIE}"
+
+
+def cookie_name(scope: Scope, sid: str) -> str:
+    """A session's cookie is named after its id: a planted id under another session's name is refused."""
+    return f"{cookie_prefix(scope)}_{hashlib.sha256(sid.encode()).hexdigest()[:12]}"
 
 
 def _hostname(host: str) -> str:
@@ -343,30 +348,42 @@ def _with_headers(send: Send) -> Send:
     return secured
 
 
-def _cookies(header: str, name: str) -> list[str]:
-    """Every value the browser sent for ``name`` (more than one: another path or page set one too)."""
-    values = []
-    for part in header.split(";"):
+def session_cookies(scope: Scope) -> list[tuple[str, str]]:
+    """Every session cookie the browser sent, as (name, value)."""
+    prefix = cookie_prefix(scope) + "_"
+    found = []
+    for part in Headers(scope=scope).get("cookie", "").split(";"):
         key, _, value = part.strip().partition("=")
-        if key == name:
-            values.append(value)
-    return values
+        if key.startswith(prefix):
+            found.append((key, value))
+    return found
 
 
-def session_cookie(scope: Scope, value: str, *, max_age: float | None) -> str:
-    """The ``Set-Cookie`` value of a session: HttpOnly, SameSite=Strict, on the app's path, Secure over https."""
+def session_cookie(scope: Scope, sid: str, *, max_age: float, name: str = "") -> str:
+    """The ``Set-Cookie`` value of a session: HttpOnly, SameSite=Strict, on the app's path, Secure over https.
+
+    With ``name`` (and ``max_age=0``): the header that deletes that cookie.
+    """
     path = str(scope.get("root_path") or "/")
-    parts = [f"{cookie_name(scope)}={value}", f"Path={path}", "HttpOnly", "SameSite=Strict"]
-    parts.append(f"Max-Age={int(max_age)}" if max_age is not None else "Max-Age=0")
+    parts = [f"{name or cookie_name(scope, sid)}={sid}", f"Path={path}", "HttpOnly", "SameSite=Strict"]
+    parts.append(f"Max-Age={int(max_age)}")
     if scope.get("tether.secure"):
         parts.append("Secure")
     return "; ".join(parts)
 
 
 def session_id(scope: Scope) -> str:
-    """The session id the request's cookie carries ('' when none or ambiguous)."""
-    values = _cookies(Headers(scope=scope).get("cookie", ""), cookie_name(scope))
-    return values[0] if len(values) == 1 else ""
+    """The session id the request's cookie carries.
+
+    '' when there is none, when there are two (another page of this host,
+    another port included, planted one: then nobody is signed in), or when
+    the cookie's name is not its value's (a planted id under this session's name).
+    """
+    cookies = session_cookies(scope)
+    if len(cookies) != 1:
+        return ""
+    name, sid = cookies[0]
+    return sid if hmac.compare_digest(name, cookie_name(scope, sid)) else ""
 
 
 def csrf_ok(who: Any, given: str) -> bool:
