@@ -118,3 +118,11 @@ def test_tether_serve_refuses_a_bad_rules_file_in_one_line_and_rules_without_peo
     nobody = serve(GOOD)  # rules, but no accounts and no proxy: names anyone could type
     assert nobody.returncode == 2 and "nobody can prove who they are" in nobody.stderr
     assert nobody.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/serve.md"])
+def test_the_rules_files_the_docs_show_are_valid(tmp_path: Path, doc: str) -> None:
+    blocks = [b.split("```")[0] for b in (ROOT / doc).read_text().split("```toml\n")[1:]]
+    assert blocks
+    for block in blocks:
+        load_rules(write(tmp_path, block))
