@@ -193,6 +193,8 @@ def test_the_browser_shows_each_person_only_what_they_may_decide(team: Team, bro
         [big],
     )
     assert status == [403, "not-yours"]
+    bo.goto(f"{url}/runs/{big['run_id']}")
+    assert bo.locator(".item").count() == 0  # the run's page shows its story, not a card bo cannot decide
     assert bo.goto(f"{url}/audit").status == 403  # the audit is for the lead
 
     ana = sign_in("ana")

@@ -14,6 +14,7 @@ it as JSON lines, to whoever the rules file's ``[audit] readers`` names
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -75,7 +76,8 @@ async def login(request: Request) -> Response:
         key = f"{client}|{name.lower()}"  # one person's wrong passwords lock out only that name, from that client
         if srv.throttle.retry_after(key):
             return _login_page(request, "Too many wrong passwords for this name: wait a minute.", 429)
-        if not people.accounts.check(name, form.get("password", "")):
+        # The hash costs tens of milliseconds (seconds on a loaded machine): off the event loop.
+        if not await asyncio.to_thread(people.accounts.check, name, form.get("password", "")):
             srv.throttle.failed(key)
             people.audit.write("sign-in-refused", f"user:{name}", client=client)
             return _login_page(request, "That user name and password do not match.", 401)

@@ -169,9 +169,8 @@ async def run_page(request: Request) -> Response:
 
 def run_body(request: Request, run: RunView) -> str:
     back = f"/runs/{quote(run.run_id, safe='')}"
-    cards = "".join(
-        card(i, run, root=root(request), csrf=_csrf(request), back=back, open_story=False) for i in run.waiting
-    )
+    mine = server(request).people.visible(who(request), run.waiting, {run.run_id: run})  # what this person decides
+    cards = "".join(card(i, run, root=root(request), csrf=_csrf(request), back=back, open_story=False) for i in mine)
     answer = (
         f'<section class="answer"><h2>Answer</h2><p>{h(run.output)}</p></section>' if run.output is not None else ""
     )
