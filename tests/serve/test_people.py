@@ -168,16 +168,7 @@ def test_the_browser_shows_each_person_only_what_they_may_decide(team: Team, bro
     small = paused_item(team, "Refund A1234, the headphones crackle")
     url = team.served.url
 
-    def sign_in(name: str) -> Any:
-        page = browser.new_context().new_page()
-        page.goto(f"{url}/")
-        page.fill("input[name=name]", name)
-        page.fill("input[name=password]", PASSWORD)
-        page.keyboard.press("Enter")
-        page.wait_for_selector(".item")
-        return page
-
-    bo = sign_in("bo")
+    bo = sign_in(browser, url, "bo")
     assert bo.locator(".item").count() == 1
     assert bo.locator(f'.item[data-run="{big["run_id"]}"]').count() == 0
     assert bo.locator(f'.item[data-run="{small["run_id"]}"]').count() == 1
@@ -197,7 +188,7 @@ def test_the_browser_shows_each_person_only_what_they_may_decide(team: Team, bro
     assert bo.locator(".item").count() == 0  # the run's page shows its story, not a card bo cannot decide
     assert bo.goto(f"{url}/audit").status == 403  # the audit is for the lead
 
-    ana = sign_in("ana")
+    ana = sign_in(browser, url, "ana")
     assert ana.locator(".item").count() == 2
     lead_card = ana.locator(f'.item[data-run="{big["run_id"]}"]')
     lead_card.locator('form.decide:not(.edit) button[value="approve"]').click()
@@ -218,6 +209,8 @@ def test_two_approvers_the_run_resumes_only_after_the_second(tmp_path: Path) -> 
             assert "1 of 2" in first.json()["notice"]
             again = approve(bo, item)  # the same person twice is still one approver
             assert again.status_code == 202 and "1 of 2" in again.json()["notice"]
+            assert bo.get("/api/items").json()["items"] == []  # nothing left for bo to do
+            assert [i["run_id"] for i in cy.get("/api/items").json()["items"]] == [item["run_id"]]
             time.sleep(0.5)
             assert program.get(f"/api/runs/{item['run_id']}").json()["status"] == "paused"
             assert team.served.oracle_lines() == []
@@ -234,6 +227,39 @@ def test_two_approvers_the_run_resumes_only_after_the_second(tmp_path: Path) -> 
             ("approved", "user:bo"),
             ("decided", "user:bo+user:cy"),
         ]
+
+
+def sign_in(chromium: Any, url: str, name: str) -> Any:
+    page = chromium.new_context().new_page()
+    page.goto(f"{url}/")
+    page.fill("input[name=name]", name)
+    page.fill("input[name=password]", PASSWORD)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#items")
+    return page
+
+
+def test_two_approvers_in_the_browser(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    for team in make_team(tmp_path, clerks="approvers = 2"):
+        item = paused_item(team, "Refund A1234")
+        url = team.served.url
+        bo, cy = sign_in(browser, url, "bo"), sign_in(browser, url, "cy")
+        first = bo.locator(f'.item[data-run="{item["run_id"]}"]')
+        first.locator('form.decide:not(.edit) button[value="approve"]').click()
+        bo.wait_for_selector("text=1 of 2")  # the card says the approval waits for another
+        with team.program() as program:
+            time.sleep(0.5)
+            assert program.get(f"/api/runs/{item['run_id']}").json()["status"] == "paused"
+            cy.reload()
+            second = cy.locator(f'.item[data-run="{item["run_id"]}"]')
+            second.locator('form.decide:not(.edit) button[value="approve"]').click()
+            second.wait_for(state="detached")
+            run = wait_run(program, item["run_id"], "finished")
+        assert run["output"] == "Done: $79 refunded to the original card for A1234."
+        bo.reload()
+        assert bo.locator(".item").count() == 0
+        decided = [e for e in team.audit() if e["step"] == "decided" and e.get("run_id") == item["run_id"]]
+        assert [e["who"] for e in decided] == ["user:bo+user:cy"]
 
 
 def test_an_item_past_its_time_escalates_to_a_second_group(tmp_path: Path) -> None:

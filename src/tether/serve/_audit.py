@@ -34,6 +34,7 @@ class Audit:
         self.path = path
         self._seen: set[tuple[str, str, str]] = set()
         self._escalated: set[tuple[str, str]] | None = None  # (run, call), read from the log once
+        self._approved: dict[tuple[str, str, str], list[str]] | None = None  # (run, call, hash) -> who, in order
 
     def write(self, step: str, who: str = "", **fields: Any) -> dict[str, Any]:
         entry = {"at": round(time.time(), 3), "step": step, "who": who, **{k: v for k, v in fields.items() if v}}
@@ -47,7 +48,15 @@ class Audit:
             os.close(fd)
         if step == "escalated" and self._escalated is not None:
             self._escalated.add((str(fields.get("run_id")), str(fields.get("call_id"))))
+        if step == "approved" and self._approved is not None:
+            self._index_approval(entry)
         return entry
+
+    def _index_approval(self, e: dict[str, Any]) -> None:
+        assert self._approved is not None
+        people = self._approved.setdefault((str(e.get("run_id")), str(e.get("call_id")), str(e.get("args_hash"))), [])
+        if e.get("who") not in people:
+            people.append(str(e.get("who")))
 
     def saw(self, who: str, run_id: str, call_id: str, tool: str) -> None:
         """Log that ``who`` was shown an item (the first time this server shows it to them)."""
@@ -63,12 +72,12 @@ class Audit:
 
     def approvals(self, run_id: str, call_id: str, args_hash: str) -> list[str]:
         """Who has approved this exact item so far (distinct, in order), under a several-approver rule."""
-        people: list[str] = []
-        for e in read_lines(self.path):
-            same = (e.get("run_id"), e.get("call_id"), e.get("args_hash")) == (run_id, call_id, args_hash)
-            if same and e.get("step") == "approved" and e.get("who") not in people:
-                people.append(str(e.get("who")))
-        return people
+        if self._approved is None:
+            self._approved = {}
+            for e in read_lines(self.path):
+                if e.get("step") == "approved":
+                    self._index_approval(e)
+        return list(self._approved.get((run_id, call_id, args_hash), []))
 
     def escalated(self, run_id: str, call_id: str) -> bool:
         """Whether this item was escalated (its second group may decide it from then on)."""

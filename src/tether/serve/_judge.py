@@ -86,11 +86,17 @@ class People:
         shown = []
         for item in items:
             run = runs.get(item.run_id)
-            if run is not None and not self.why_not(who, run, item):
+            if run is not None and not self.why_not(who, run, item) and not self._approved_by(who, run, item):
                 shown.append(item)
                 if who is not None and who.person:
                     self.audit.saw(who.reviewer(), item.run_id, item.call_id, item.tool)
         return shown
+
+    def _approved_by(self, who: Who | None, run: RunView, item: ItemView) -> bool:
+        """Whether ``who`` already gave one of several approvals this item needs (then it waits for others)."""
+        if who is None or not who.person or self.rule(run, item).approvers == 1:
+            return False
+        return who.reviewer() in self.audit.approvals(run.run_id, item.call_id, item.args_hash)
 
     def admit(self, run: RunView, item: ItemView, choice: Choice, who: Who | None, by: str) -> str:
         """The identity to sign the decision with; raises :class:`ApiError` (403, or 202: more approvers)."""

@@ -273,8 +273,9 @@ def _answer(form: dict[str, str]) -> Any:
 
 
 async def _error_page(request: Request, exc: ApiError) -> Response:
+    head, cls = ("Recorded", "flash") if exc.status < 300 else ("That did not go through", "note error")  # 202: 1 of N
     body = (
-        f'<div class="head"><h1>That did not go through</h1></div><p class="note error">{h(exc.message)}</p>'
+        f'<div class="head"><h1>{head}</h1></div><p class="{cls}">{h(exc.message)}</p>'
         f'<p><a class="button" href="{h(root(request))}/">Back to the inbox</a></p>'
     )
     response = await frame(request, "Not done", body)
