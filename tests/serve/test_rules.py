@@ -126,3 +126,15 @@ def test_the_rules_files_the_docs_show_are_valid(tmp_path: Path, doc: str) -> No
     assert blocks
     for block in blocks:
         load_rules(write(tmp_path, block))
+
+
+def test_a_default_that_names_roles_needs_people_too(tmp_path: Path) -> None:
+    from tether.serve._judge import People
+
+    rules = load_rules(write(tmp_path, '[roles]\nlead = ["ana"]\n[default]\nwho = ["lead"]\n'))
+    with pytest.raises(UserError, match="nobody can prove who they are"):
+        People(tmp_path, rules, b"k" * 32)
+    with_proxy = load_rules(
+        write(tmp_path, '[identity]\nproxy_email_header = "X-Forwarded-Email"\nproxy_addresses = ["10.0.0.5"]\n')
+    )
+    assert People(tmp_path, with_proxy, b"k" * 32).on  # an e-mail header alone is a proxy too

@@ -51,7 +51,7 @@ class People:
         self.audit = Audit(home / "audit.jsonl")
         self.sessions = Sessions(ttl=rules.session_hours * 3600, stamp=self.accounts.stamp)
         self._csrf_key = hmac.new(key, b"tether serve proxy csrf", hashlib.sha256).digest()
-        if rules.rules and not self.on:
+        if (rules.rules or rules.default.who != Rule(0).who) and not self.on:
             raise UserError(
                 f"{rules.source}: rules name people, but nobody can prove who they are: add accounts "
                 "(tether users add NAME) or configure an authenticating proxy ([identity] proxy_header)"
@@ -60,7 +60,7 @@ class People:
     @property
     def on(self) -> bool:
         """People mode: decisions come from proven people, and the rules apply."""
-        return bool(self.rules.proxy_header) or self.accounts.any()
+        return bool(self.rules.proxy_header or self.rules.proxy_email_header) or self.accounts.any()
 
     def proxy_csrf(self, name: str) -> str:
         return hmac.new(self._csrf_key, name.encode(), hashlib.sha256).hexdigest()[:32]

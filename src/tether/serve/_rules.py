@@ -178,7 +178,7 @@ def _parse(data: dict[str, Any], text: str, where: str) -> Rules:
     default = _rule(_table(data, "default", fail), 0, roles, fail=lambda m: fail("default", m))
     header = ident.get("proxy_header", "")
     addresses = ident.get("proxy_addresses", [])
-    if header and not addresses:
+    if (header or ident.get("proxy_email_header")) and not addresses:
         raise fail("identity", "proxy_header needs proxy_addresses: the addresses the proxy connects from")
     for a in addresses:
         try:

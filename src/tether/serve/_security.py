@@ -280,18 +280,20 @@ class Guard:
         """The person the trusted proxy names; a refusal when the header comes from anywhere else."""
         assert self.people is not None
         rules = self.people.rules
-        if not rules.proxy_header:
+        if not (rules.proxy_header or rules.proxy_email_header):
             return "absent"
         named = [headers.get(h) for h in (rules.proxy_header, rules.proxy_email_header) if h]
         if all(n is None for n in named):
             return "absent"
         if not rules.trusted_proxy(client):
             return _refuse(
-                403, "untrusted-proxy", f"{rules.proxy_header} is accepted only from the configured proxy addresses"
+                403,
+                "untrusted-proxy",
+                "the proxy's identity header counts only from the configured proxy addresses",
             )
         name = next((n.strip() for n in named if n and n.strip()), "")
         if not name or len(name) > 200:
-            return _refuse(401, "unauthorized", f"the proxy sent an empty or overlong {rules.proxy_header}")
+            return _refuse(401, "unauthorized", "the proxy sent an empty or overlong identity header")
         return Who("proxy", name, self.people.proxy_csrf(name), person=True)
 
 
