@@ -1,0 +1,90 @@
+"""Code actions in one process: the result note, a traceback naming the line, typed output with a retry.
+
+The real sandbox runs every program; the brains are scripted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from tether.codeact import code_agent, instructions_for
+from tether.testing import ScriptedModel
+from tether.toolkits import Sandbox
+
+from .desk import count, desk_tools
+
+pytestmark = pytest.mark.sandbox
+
+
+def block(code: str) -> str:
+    return f"```python\n{code}```"
+
+
+def action_note(result: Any) -> str:
+    notes = [m for m in result.context if m.role == "tool" and m.name == "python"]
+    assert notes, "no code action ran"
+    text: str = notes[0].text
+    return text
+
+
+def test_printed_output_and_the_last_expression_are_the_note(oracle: Path, workspace: Path) -> None:
+    program = block('o = lookup("A7")\nprint("amount", o["amount"])\n{"order": o["order"], "n": 2 ** 10}\n')
+    agent = code_agent(ScriptedModel([program, "done"]), desk_tools(oracle), sandbox=Sandbox(str(workspace)))
+    result = agent.run_sync("look A7 up")
+    note = action_note(result)
+    assert result.status == "finished" and result.output == "done"
+    assert note.startswith("The program ran to its end (1 tool call).")
+    assert "[printed]\namount 79.0" in note and "[value]\n{'order': 'A7', 'n': 1024}" in note
+    assert count(oracle, "lookup") == 1
+
+
+def test_a_traceback_is_a_note_naming_the_line(oracle: Path, workspace: Path) -> None:
+    program = block('o = lookup("A1")\nratio = o["amount"] / 0\nprint(ratio)\n')
+    agent = code_agent(ScriptedModel([program, "gave up"]), desk_tools(oracle), sandbox=Sandbox(str(workspace)))
+    note = action_note(agent.run_sync("divide"))
+    assert "ZeroDivisionError: float division by zero" in note
+    assert 'line 2: ratio = o["amount"] / 0' in note
+
+
+def test_invalid_arguments_from_code_are_the_programs_tool_error(oracle: Path, workspace: Path) -> None:
+    program = block('try:\n    lookup(42)\nexcept ToolError as e:\n    print("refused:", e)\n')
+    agent = code_agent(ScriptedModel([program, "ok"]), desk_tools(oracle), sandbox=Sandbox(str(workspace)))
+    note = action_note(agent.run_sync("bad call"))
+    assert "refused: invalid arguments for tool 'lookup'" in note
+    assert count(oracle, "lookup") == 0
+
+
+def test_the_functions_carry_the_tools_signatures_and_docstrings(oracle: Path, workspace: Path) -> None:
+    text = instructions_for(desk_tools(oracle), {})
+    assert "def lookup(order: str):" in text and 'order: the order id, e.g. "A1".' in text
+    assert "def refund(order: str, amount: float):" in text
+    program = block("import inspect\nprint(inspect.signature(tag), tag.__doc__)\n")
+    agent = code_agent(ScriptedModel([program, "ok"]), desk_tools(oracle), sandbox=Sandbox(str(workspace)))
+    assert "(order: str, label: str) Put a label on an order." in action_note(agent.run_sync("look"))
+
+
+class Refund(BaseModel):
+    order: str
+    amount: float
+
+
+def test_typed_output_through_final_answer_with_a_validation_retry(oracle: Path, workspace: Path) -> None:
+    first = block('o = lookup("A1")\nfinal_answer({"order": o["order"]})\n')  # amount missing
+    second = block('o = lookup("A1")\nfinal_answer({"order": o["order"], "amount": o["amount"]})\n')
+    model = ScriptedModel([first, second])
+    agent = code_agent(model, desk_tools(oracle), sandbox=Sandbox(str(workspace)), output_type=Refund)
+    result = agent.run_sync("what would A1's refund be?")
+    assert result.status == "finished", result.error
+    assert result.output == Refund(order="A1", amount=79.0)
+    refused = [m for m in result.context if m.name == "final_result" and m.is_error]
+    assert len(refused) == 1 and "amount" in refused[0].text  # the model read why, then wrote it again
+    model.assert_consumed()
+
+
+def test_final_answer_without_a_type_ends_the_run_with_its_text(oracle: Path, workspace: Path) -> None:
+    agent = code_agent(ScriptedModel([block("final_answer('forty-two')\n")]), [], sandbox=Sandbox(str(workspace)))
+    assert agent.run_sync("answer").output == "forty-two"
