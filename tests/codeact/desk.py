@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import tether._loop.crash as crash
 from tether import Agent, FunctionPolicy, Invocation, tool
 from tether.codeact import code_agent
 from tether.context import Context
@@ -76,6 +77,7 @@ def desk_tools(oracle: Path) -> list[Tool]:
     def refund(order: str, amount: float) -> str:
         """Refund an order (a person approves)."""
         note("refund", {"order": order, "amount": amount})
+        crash.crash_point("mid_tool")  # a crash test may kill the worker right after the side effect
         return f"refunded {amount:g} on {order}"
 
     return [lookup, tag, refund]
