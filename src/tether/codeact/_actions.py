@@ -115,12 +115,15 @@ def code_agent(
     of one server): the program finds them as ``servers.<name>.<tool>(...)``, and
     the model is told only how to list and describe them. ``limits`` bound each
     program (wall time covers the whole program, calls included); ``max_calls``
-    bounds the calls one program may make. The rest (``store``, ``signing_key``,
+    bounds the calls one program may make; each is a step of the run too, so
+    ``max_steps`` defaults to ``20 + max_calls``. The rest (``store``, ``signing_key``,
     ``approver``, ``output_type``, ``max_steps``...) configure the returned agent;
     its ``approver`` gates every call made from code too (a child run's calls
     pass every approver up the tree).
     """
     servers = dict(servers or {})
+    # A child run's steps are bounded by what its parent has left: room for a program's calls.
+    agent.setdefault("max_steps", 20 + max_calls)
     every = [*tools, *(t for group in servers.values() for t in group)]
     if clash := {t.name for t in every if t.name == OUTPUT_TOOL}:
         raise UserError(f"a tool named {clash.pop()!r} cannot be called from code")
