@@ -5,17 +5,20 @@ The real sandbox runs every program; the brains are scripted.
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
+from tether import tool
 from tether.codeact import code_agent, instructions_for
 from tether.testing import ScriptedModel
 from tether.toolkits import Sandbox
 
-from .desk import count, desk_tools
+from .desk import REFUND, count, desk_tools, oracle_rows
 
 pytestmark = pytest.mark.sandbox
 
@@ -88,3 +91,40 @@ def test_typed_output_through_final_answer_with_a_validation_retry(oracle: Path,
 def test_final_answer_without_a_type_ends_the_run_with_its_text(oracle: Path, workspace: Path) -> None:
     agent = code_agent(ScriptedModel([block("final_answer('forty-two')\n")]), [], sandbox=Sandbox(str(workspace)))
     assert agent.run_sync("answer").output == "forty-two"
+
+
+def programs_running() -> int:
+    """Processes running a code action's program (the stub's text is on their command line)."""
+    found = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            found += MARK in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+    return found
+
+
+MARK = b"The program's side of a code action"
+
+
+def test_a_pause_leaves_no_program_behind_and_the_resume_replays_it(oracle: Path, workspace: Path) -> None:
+    seen: list[int] = []
+
+    @tool(effect="none")
+    def look_around() -> int:
+        """How many programs run now (called from one, so at least that one)."""
+        seen.append(programs_running())
+        return seen[-1]
+
+    program = block("look_around()\n" + REFUND)
+    tools = [*desk_tools(oracle), look_around]
+    agent = code_agent(ScriptedModel([program]), tools, sandbox=Sandbox(str(workspace)))
+    paused = agent.run_sync("refund A1")
+    assert paused.status == "paused" and seen[0] >= 1  # the check below sees a running program (its processes)
+    deadline = time.monotonic() + 20
+    while programs_running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert programs_running() == 0
+    done = agent.run_sync(paused.state.approve(paused.items[0].id))
+    assert done.output == "refunded 79 on A1"
+    assert [r["tool"] for r in oracle_rows(oracle)] == ["lookup", "tag", "refund"]

@@ -49,7 +49,7 @@ class ProgramPolicy:
     def __init__(self, sandbox: Sandbox, servers: Mapping[str, Sequence[Tool]], limits: SandboxLimits | None) -> None:
         self.sandbox, self.limits = sandbox, limits
         self.modules = {name: [t.name for t in tools] for name, tools in servers.items()}
-        self._waiting: list[Session] = []  # programs blocked on a call's result
+        self._waiting: list[tuple[Any, Session]] = []  # (the task streaming its run, a program blocked on a result)
         self._text: dict[str, bool] = {}  # tool name -> returns str (then its note is the value as it is)
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
@@ -74,18 +74,20 @@ class ProgramPolicy:
             raise
         if isinstance(step, End):
             return Message.assistant(note_of(step, len(session.asked)))
-        self._waiting.append(session)
+        self._waiting.append((asyncio.current_task(), session))
         return Message.assistant("", [ToolCall.of(step.name, step.args, id=f"code_{len(history) + 1}")])
 
     def _live(self, program: str, history: list[tuple[ToolCall, Message | None]]) -> Session | None:
         """The program still waiting for the last recorded call's result, if it runs here."""
         loop = asyncio.get_running_loop()
         calls = [Call(c.name, json.loads(c.arguments)) for c, _ in history]
-        for s in list(self._waiting):
+        for entry in list(self._waiting):
+            s = entry[1]
             if s.loop is not loop:  # an earlier event loop's: it is gone
-                self._waiting.remove(s)
+                self._waiting.remove(entry)
+                s.stop()
             elif s.program == program and s.asked == calls:
-                self._waiting.remove(s)
+                self._waiting.remove(entry)
                 return s
         return None
 
@@ -150,10 +152,19 @@ class ProgramPolicy:
         pass
 
     def close(self) -> None:
-        """A child run stopped streaming: kill the programs still waiting (a resume replays them)."""
-        waiting, self._waiting = self._waiting, []
-        for s in waiting:
-            s.stop()
+        """A child run stopped streaming: kill its program if it still waits (a resume replays it).
+
+        Runs stream in their own tasks, and a run's watcher closes in the task that streamed it.
+        """
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no event loop: nothing of this process can be waiting
+            task = None
+        for entry in list(self._waiting):
+            owner, s = entry
+            if owner is task or owner is None or owner.done():
+                self._waiting.remove(entry)
+                s.stop()
 
 
 def _program_of(context: Context) -> str:
