@@ -119,8 +119,10 @@ def code_agent(
     ``max_steps`` defaults to ``20 + max_calls``. The rest (``store``, ``signing_key``,
     ``approver``, ``output_type``, ``max_steps``...) configure the returned agent;
     its ``approver`` gates every call made from code too (a child run's calls
-    pass every approver up the tree).
+    pass every approver up the tree). Raises
+    :class:`~tether.exceptions.SandboxUnavailable` now when no sandbox can run.
     """
+    sandbox.check()  # no sandbox: SandboxUnavailable now, not at the first action
     servers = dict(servers or {})
     # A child run's steps are bounded by what its parent has left: room for a program's calls.
     agent.setdefault("max_steps", 20 + max_calls)
