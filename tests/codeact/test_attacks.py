@@ -159,3 +159,10 @@ def test_printing_100_mb_is_cut(oracle: Path, workspace: Path) -> None:
     result, note = run("import sys\nfor _ in range(100):\n    sys.stdout.write('x' * 1_000_000)\n", oracle, workspace)
     assert result.status == "finished"
     assert len(note) < 20_000 and "more characters not shown" in note
+
+
+def test_an_end_message_written_by_hand_is_cut_too(oracle: Path, workspace: Path) -> None:
+    program = BRIDGE + 'os.write(fd, json.dumps({"end": {"value": "v" * 900_000}}).encode() + b"\\n")\nos._exit(0)\n'
+    result, note = run(program, oracle, workspace)
+    assert result.status == "finished"
+    assert note.startswith("The program ran to its end") and len(note) < 10_000 and "more characters not shown" in note

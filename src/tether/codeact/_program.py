@@ -196,9 +196,9 @@ def note_of(end: End, calls: int) -> str:
         head = f"The program was stopped before it finished ({why}; {made})."
     elif "final" in ending:
         head = FINAL + json.dumps(ending["final"], ensure_ascii=False)
-    elif "error" in ending:
-        where = ending.get("where") or "the start"
-        head = f"The program stopped with an error ({made}): {ending['error']}\n[where]\n{where}"
+    elif "error" in ending:  # the stub keeps these short; a program writing its own end may not
+        where = _cut(str(ending.get("where") or "the start"), 4000)
+        head = f"The program stopped with an error ({made}): {_cut(str(ending['error']), 4000)}\n[where]\n{where}"
     elif "exit" in ending:
         head = f"The program exited with status {ending['exit']} ({made})."
     else:
@@ -209,11 +209,11 @@ def note_of(end: End, calls: int) -> str:
     if result.stderr:
         parts.append("[stderr]\n" + _cut(result.stderr.decode(errors="replace")))
     if ending is not None and "value" in ending:
-        parts.append(f"[value]\n{ending['value']}")
+        parts.append(f"[value]\n{_cut(str(ending['value']), 4000)}")
     return "\n".join(p.rstrip("\n") for p in parts)
 
 
-def _cut(text: str) -> str:
-    if len(text) <= MAX_NOTE:
+def _cut(text: str, most: int = MAX_NOTE) -> str:
+    if len(text) <= most:
         return text
-    return text[:MAX_NOTE] + f"\n[... {len(text) - MAX_NOTE} more characters not shown]"
+    return text[:most] + f"\n[... {len(text) - most} more characters not shown]"
