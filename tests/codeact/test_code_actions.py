@@ -128,3 +128,26 @@ def test_a_pause_leaves_no_program_behind_and_the_resume_replays_it(oracle: Path
     done = agent.run_sync(paused.state.approve(paused.items[0].id))
     assert done.output == "refunded 79 on A1"
     assert [r["tool"] for r in oracle_rows(oracle)] == ["lookup", "tag", "refund"]
+
+
+def test_the_agents_approver_gates_calls_from_code(oracle: Path, workspace: Path) -> None:
+    def careful(tool: Any, args: dict[str, Any], context: Any) -> bool:
+        return bool(tool.name == "tag")
+
+    agent = code_agent(
+        ScriptedModel([block(REFUND)]), desk_tools(oracle), sandbox=Sandbox(str(workspace)), approver=careful
+    )
+    paused = agent.run_sync("refund A1")
+    [item] = paused.items
+    assert item.call.name == "tag" and [r["tool"] for r in oracle_rows(oracle)] == ["lookup"]
+
+
+def test_the_program_runs_once_while_its_run_streams_and_again_after_a_pause(oracle: Path, workspace: Path) -> None:
+    # The workspace outlives each execution of the program: each one leaves a line.
+    program = block('open("runs.txt", "a").write("ran\\n")\n' + REFUND)
+    agent = code_agent(ScriptedModel([program]), desk_tools(oracle), sandbox=Sandbox(str(workspace)))
+    paused = agent.run_sync("refund A1")
+    assert (workspace / "runs.txt").read_text() == "ran\n"  # lookup and tag answered to the same execution
+    done = agent.run_sync(paused.state.approve(paused.items[0].id))
+    assert done.output == "refunded 79 on A1"
+    assert (workspace / "runs.txt").read_text() == "ran\nran\n"  # the resume ran it again from the top
