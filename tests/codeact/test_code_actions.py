@@ -151,3 +151,12 @@ def test_the_program_runs_once_while_its_run_streams_and_again_after_a_pause(ora
     done = agent.run_sync(paused.state.approve(paused.items[0].id))
     assert done.output == "refunded 79 on A1"
     assert (workspace / "runs.txt").read_text() == "ran\nran\n"  # the resume ran it again from the top
+
+
+async def test_the_models_text_streams_before_its_program_runs(oracle: Path, workspace: Path) -> None:
+    model = ScriptedModel([block('print(lookup("A1")["amount"])\n'), "done"], stream=True)
+    agent = code_agent(model, desk_tools(oracle), sandbox=Sandbox(str(workspace)))
+    events = [ev async for ev in agent.stream("amount of A1?")]
+    kinds = [ev.kind for ev in events]
+    assert "token" in kinds and kinds.index("token") < kinds.index("tool-started")
+    assert events[-1].kind == "finished" and count(oracle, "lookup") == 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from ..agent import Agent
@@ -22,7 +22,7 @@ from ..context import Context
 from ..exceptions import ProviderError, UserError
 from ..messages import Message, ToolCall
 from ..output import OUTPUT_TOOL, OutputTool
-from ..policy import Policy
+from ..policy import Policy, ask
 from ..toolkits import Sandbox, SandboxLimits
 from ..tools import Tool
 from . import _api
@@ -65,18 +65,38 @@ class CodePolicy:
         self.model = getattr(model, "model", None)  # what replies are priced by
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
-        last = context.last()
-        if last is not None and last.role == "tool" and last.name == CODE_TOOL and not last.is_error:
-            head = last.text.split("\n", 1)[0]
-            if head.startswith(DIVERGED):
-                raise ReplayDiverged(f"code action {last.tool_call_id}: {head}")
-            if head.startswith(FINAL):
-                return _answer(json.loads(head[len(FINAL) :]), tools, last.tool_call_id or "")
-        reply = await self.inner.decide(context, tools)
-        if reply.tool_calls or (found := _BLOCK.search(reply.text)) is None:
-            return reply  # a plain answer, or a call made the JSON way
-        call = ToolCall.of(CODE_TOOL, {"task": found.group(1)}, id=f"act_{len(context)}")
-        return dataclasses.replace(reply, tool_calls=(call,))
+        if (settled := _after_action(context, tools)) is not None:
+            return settled
+        return _as_action(await self.inner.decide(context, tools), len(context))
+
+    async def stream(self, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
+        """The model's text as it comes (when it streams), then the reply as :meth:`decide` gives it."""
+        if (settled := _after_action(context, tools)) is not None:
+            yield settled
+            return
+        async for piece in ask(self.inner, context, tools):
+            yield _as_action(piece, len(context)) if isinstance(piece, Message) else piece
+
+
+def _after_action(context: Context, tools: Sequence[Tool]) -> Message | None:
+    """What follows a code action without asking the model: its ``final_answer``, or a failed replay."""
+    last = context.last()
+    if last is None or last.role != "tool" or last.name != CODE_TOOL or last.is_error:
+        return None
+    head = last.text.split("\n", 1)[0]
+    if head.startswith(DIVERGED):
+        raise ReplayDiverged(f"code action {last.tool_call_id}: {head}")
+    if head.startswith(FINAL):
+        return _answer(json.loads(head[len(FINAL) :]), tools, last.tool_call_id or "")
+    return None
+
+
+def _as_action(reply: Message, n: int) -> Message:
+    """A reply with a fenced Python block as a call of the ``python`` tool."""
+    if reply.tool_calls or (found := _BLOCK.search(reply.text)) is None:
+        return reply  # a plain answer, or a call made the JSON way
+    call = ToolCall.of(CODE_TOOL, {"task": found.group(1)}, id=f"act_{n}")
+    return dataclasses.replace(reply, tool_calls=(call,))
 
 
 def _answer(value: Any, tools: Sequence[Tool], after: str) -> Message:
