@@ -373,8 +373,12 @@ def build_tools(settings: Settings) -> list[Any]:
             raise ConfigError(text + hint) from None
 
 
-def build_agent(settings: Settings, store: RunStore, key: bytes, extra_tools: Sequence[Tool] = ()) -> Agent:
+def build_agent(
+    settings: Settings, store: RunStore, key: bytes, extra_tools: Sequence[Tool] = (), project: str = ""
+) -> Agent:
     """The agent every command that runs the loop uses: same tools, same fingerprint.
+
+    ``project`` is the project's instructions (its ``AGENTS.md`` files), after the agent's own.
 
     ``extra_tools`` come after the workspace toolkit (the command line's MCP servers' tools);
     ``ask_human`` comes last, so the agent can ask the person at the terminal (``tether answer``).
@@ -384,6 +388,7 @@ def build_agent(settings: Settings, store: RunStore, key: bytes, extra_tools: Se
 
     policy = make_policy(settings)
     instructions = settings.instructions or INSTRUCTIONS.format(workspace=settings.workspace)
+    instructions += f"\n\n{project}" if project else ""
     return Agent(
         policy,
         [*build_tools(settings), *extra_tools, ask_human()],

@@ -1,0 +1,54 @@
+"""What a project tells the agent: its ``AGENTS.md`` files, read once per command.
+
+:func:`project_of` reads the workspace's project instructions (and the user's,
+from the configuration directory) when the command builds its agent, so a file
+the agent writes while it works is not read into the run that wrote it; the run
+keeps the text in its first note, and ``tether show`` prints that note
+(:func:`instructions_shown`) so a person sees what the model was given.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..events import Event, RunStarted
+from ..instructions import ProjectInstructions, read_instructions
+from ._config import Settings
+from ._render import visible
+from ._trust import user_config_dir
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    """The project instructions a command's agent starts its runs with."""
+
+    instructions: ProjectInstructions
+
+    def note(self) -> str:
+        """The line the command prints on stderr when a run starts with project instructions."""
+        found = self.instructions
+        if not found.files:
+            return ""
+        cut = f" (cut to fit the cap: {', '.join(map(str, found.cut))})" if found.cut else ""
+        return f"instructions from {', '.join(map(str, found.files))}{cut}"
+
+
+def project_of(settings: Settings) -> Project:
+    """The workspace's project instructions, with the user's own first."""
+    return Project(read_instructions(settings.workspace, user_dir=user_config_dir(settings.env)))
+
+
+def instructions_shown(events: Sequence[Event]) -> list[str]:
+    """The instructions the run's model was given first (its leading system notes), indented."""
+    first = events[0] if events else None
+    if not isinstance(first, RunStarted):
+        return []
+    notes = [m.text for m in itertools.takewhile(lambda m: m.role == "system", first.messages)]
+    if not notes:
+        return []
+    lines = ["instructions the model was given:"]
+    for text in notes:
+        lines += ["  | " + line for line in visible(text).split("\n")]
+    return lines
