@@ -25,7 +25,7 @@ FLOW = [
     "journal", "leases", "store",
     "_loop.streams", "_loop.crash", "_loop.session", "_loop.turn", "_loop.pausing", "_loop.calls", "_loop.settings",
     "_loop.children", "_loop.budgets", "_loop.resuming", "_loop.run", "_loop.result", "_loop.handoffs",
-    "instructions", "agent",
+    "instructions", "skills", "agent",
 ]  # fmt: skip
 """The core in the order data flows through one run: each module imports only modules before it."""
 

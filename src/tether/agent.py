@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from os import PathLike
 from typing import Any
 
 from ._loop.budgets import check_cost, check_limits
@@ -26,6 +27,7 @@ from .exceptions import UserError
 from .messages import Message
 from .output import OutputSpec, with_output
 from .policy import Policy
+from .skills import skill_set
 from .state import RunState
 from .store import RunStore
 from .tools import Invocation, Tool
@@ -72,6 +74,7 @@ class Agent:
         observers: Sequence[Observer] = (),
         output_type: Any = None,
         output_retries: int = 2,
+        skills: Sequence[str | PathLike[str]] = (),
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
@@ -84,7 +87,8 @@ class Agent:
             raise UserError("signing_key must be at least 16 random bytes (e.g. secrets.token_bytes(32))")
         self.policy = policy
         self.tools: dict[str, Tool] = {}
-        for t in tools:
+        self.skills = skill_set(skills)  # only their names and descriptions join the instructions
+        for t in (*tools, *self.skills.tools):
             if not isinstance(t, Tool):
                 raise UserError(f"tools must be Tool values (use @tool), got {t!r}")
             if t.name in self.tools:
@@ -92,7 +96,7 @@ class Agent:
             self.tools[t.name] = t
         self.output: OutputSpec | None = with_output(self.tools, output_type, output_retries)  # adds final_result
         self.tool_list = tuple(self.tools.values())
-        self.instructions = instructions
+        self.instructions = self.skills.instruct(instructions)
         self.name = name
         self.description = description
         self.handoffs: tuple[Agent, ...] = ()

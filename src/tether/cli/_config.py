@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..exceptions import StoreError, UserError, install_hint
 from ..providers.presets import PRESETS
 from ._errors import ConfigError
-from ._trust import STATE_DIR, check_store, check_workspace, user_config_dir
+from ._trust import STATE_DIR, check_store, check_workspace, inside, user_config_dir
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -356,8 +356,9 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-def build_tools(settings: Settings) -> list[Any]:
-    """The workspace toolkit (files, shell, python), sandboxed unless told otherwise."""
+def build_tools(settings: Settings, read_only: Sequence[Path] = ()) -> list[Any]:
+    """The workspace toolkit (files, shell, python), sandboxed unless told otherwise; its commands
+    may also read the ``read_only`` folders (the skills')."""
     import warnings
 
     from ..exceptions import SandboxUnavailable
@@ -366,7 +367,11 @@ def build_tools(settings: Settings) -> list[Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsandboxedWarning)  # the CLI prints its own warning
         try:
-            return workspace_tools(str(settings.workspace), unsafe_no_sandbox=settings.unsafe_no_sandbox)
+            return workspace_tools(
+                str(settings.workspace),
+                unsafe_no_sandbox=settings.unsafe_no_sandbox,
+                read_only_paths=[str(p) for p in read_only],
+            )
         except SandboxUnavailable as exc:
             text = str(exc).replace("unsafe_no_sandbox=True", "--unsafe-no-sandbox")
             hint = "" if "--unsafe-no-sandbox" in text else " (or pass --unsafe-no-sandbox)"
@@ -374,12 +379,17 @@ def build_tools(settings: Settings) -> list[Any]:
 
 
 def build_agent(
-    settings: Settings, store: RunStore, key: bytes, extra_tools: Sequence[Tool] = (), project: str = ""
+    settings: Settings,
+    store: RunStore,
+    key: bytes,
+    extra_tools: Sequence[Tool] = (),
+    project: str = "",
+    skills: Sequence[Path] = (),
 ) -> Agent:
     """The agent every command that runs the loop uses: same tools, same fingerprint.
 
-    ``project`` is the project's instructions (its ``AGENTS.md`` files), after the agent's own.
-
+    ``project`` is the project's instructions (its ``AGENTS.md`` files), after the agent's own;
+    ``skills`` are skill folders, which the sandboxed commands may read.
     ``extra_tools`` come after the workspace toolkit (the command line's MCP servers' tools);
     ``ask_human`` comes last, so the agent can ask the person at the terminal (``tether answer``).
     """
@@ -391,8 +401,9 @@ def build_agent(
     instructions += f"\n\n{project}" if project else ""
     return Agent(
         policy,
-        [*build_tools(settings), *extra_tools, ask_human()],
+        [*build_tools(settings, [p for p in skills if not inside(p, settings.workspace)]), *extra_tools, ask_human()],
         instructions=instructions,
+        skills=skills,
         max_steps=settings.max_steps,
         store=store,
         signing_key=key,

@@ -38,7 +38,7 @@ from ._decide import record
 from ._errors import ConfigError
 from ._keys import check_record, key_source, run_meta, signing_key
 from ._mcp import mcp_tools
-from ._project import Project, project_of
+from ._project import project_of
 from ._render import visible
 from ._trust import check_user_config, make_state_dir, sqlite_path, user_config_dir
 
@@ -89,7 +89,7 @@ class Session:
         self.runner = asyncio.Runner()
         self._store: RunStore | None = None
         self._agents: dict[tuple[Any, ...], Agent] = {}
-        self._projects: dict[tuple[Any, ...], Project] = {}
+        self._notes: dict[tuple[Any, ...], str] = {}  # what each agent's runs start with, said once
         self._told = False  # whether the command said which project instructions its runs start with
         self._key: bytes | None = None
 
@@ -143,9 +143,11 @@ class Session:
         make_state_dir(settings.workspace)
         spec = self._spec(settings)
         if spec not in self._agents:
-            project = self._projects[spec] = project_of(settings)  # read once: the runs keep the text
-            text = project.instructions.text
-            self._agents[spec] = build_agent(settings, self.store, self.key, mcp_tools(settings), text)
+            project = project_of(settings)  # read once: each run keeps the text in its first note
+            text, skills = project.instructions.text, project.skills
+            agent = build_agent(settings, self.store, self.key, mcp_tools(settings), text, skills)
+            self._agents[spec] = agent
+            self._notes[spec] = project.note([s.name for s in agent.skills.skills])
         return self._agents[spec]
 
     @staticmethod
@@ -172,7 +174,7 @@ class Session:
     ) -> Outcome:
         """A new run of ``task`` (continuing ``context``, or the session ``name`` from the store)."""
         agent = self.agent
-        if not self._told and (note := self._projects[self._spec(self.settings)].note()):
+        if not self._told and (note := self._notes[self._spec(self.settings)]):
             print(visible(note), file=sys.stderr)  # which AGENTS.md files the run starts with, once per command
         self._told = True
         meta = run_meta(recorded_fields(self.settings), self.key)

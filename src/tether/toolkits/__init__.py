@@ -20,6 +20,7 @@ tools raises :class:`~tether.exceptions.SandboxUnavailable` unless you pass
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from ..exceptions import SandboxUnavailable
 from ..tools import Approval, Tool
@@ -57,10 +58,12 @@ def workspace_tools(
     limits: SandboxLimits | None = None,
     unsafe_no_sandbox: bool = False,
     bwrap: str = "bwrap",
+    read_only_paths: Sequence[str] = (),
 ) -> list[Tool]:
     """File, shell and Python tools confined to ``workspace``.
 
     ``approval`` applies to the tools that change things (writes, shell, python).
+    ``read_only_paths`` are host folders the commands may also read (a skill's scripts).
     Raises SandboxUnavailable when bubblewrap cannot run, unless
     ``unsafe_no_sandbox=True``.
     """
@@ -69,6 +72,7 @@ def workspace_tools(
         workspace,
         limits=limits or SandboxLimits(),
         network=network,
+        read_only_paths=tuple(read_only_paths),
         bwrap=bwrap,
         unsafe_no_sandbox=unsafe_no_sandbox,
     )
