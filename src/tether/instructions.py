@@ -43,6 +43,7 @@ from .exceptions import UserError
 
 __all__ = [
     "FILE_NAME",
+    "LEAD",
     "MAX_BYTES",
     "ProjectInstructions",
     "instruction_files",
@@ -54,7 +55,7 @@ FILE_NAME = "AGENTS.md"
 MAX_BYTES = 32_768
 """The default cap on the instructions' text, all files together (UTF-8 bytes)."""
 
-_LEAD = "Project instructions (from AGENTS.md files; where two disagree, the later one wins):"
+LEAD = "Project instructions (from AGENTS.md files; where two disagree, the later one wins):"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +120,7 @@ def read_instructions(
         parts.append(f"--- {path} ---\n{text}")
     if not parts:
         return ProjectInstructions("", ())
-    text = "\n\n".join([_LEAD, *reversed(parts)])
+    text = "\n\n".join([LEAD, *reversed(parts)])
     return ProjectInstructions(text, tuple(files), tuple(reversed(cut)))
 
 

@@ -52,7 +52,7 @@ from typing import Any
 from .exceptions import UserError
 from .tools import Invocation, Tool, tool
 
-__all__ = ["SKILL_FILE", "Skill", "SkillSet", "front_matter", "read_skill", "skill_set"]
+__all__ = ["INDEX_HEAD", "SKILL_FILE", "Skill", "SkillSet", "front_matter", "read_skill", "skill_set"]
 
 SKILL_FILE = "SKILL.md"
 MAX_SKILL_BYTES = 256 * 1024  # a SKILL.md, or a file load_skill reads
@@ -127,7 +127,7 @@ class SkillSet:
         if not self.skills:
             return ""
         lines = [f"- {s.name}: {' '.join(s.description.split())}" for s in self.skills]
-        return "\n".join((_HOW, *lines))
+        return "\n".join((INDEX_HEAD, *lines))
 
     @property
     def tools(self) -> tuple[Tool, ...]:
@@ -148,7 +148,7 @@ class SkillSet:
         return _joined(instructions, index)
 
 
-_HOW = (
+INDEX_HEAD = (
     "Skills: each is a folder of instructions (and files) for one kind of task. When a task fits a skill's "
     "description, call load_skill with its name first and follow what it says."
 )

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..events import Event, RunStarted
-from ..instructions import ProjectInstructions, read_instructions
+from ..instructions import LEAD, ProjectInstructions, read_instructions
+from ..skills import INDEX_HEAD
 from ._config import Settings
 from ._render import visible
 from ._trust import user_config_dir
@@ -50,12 +51,13 @@ def project_of(settings: Settings) -> Project:
 
 
 def instructions_shown(events: Sequence[Event]) -> list[str]:
-    """The instructions the run's model was given first (its leading system notes), indented."""
+    """The instructions the run's model was given first (its leading system notes), indented, when
+    they hold project instructions or skills (the command's own instructions alone are not repeated)."""
     first = events[0] if events else None
     if not isinstance(first, RunStarted):
         return []
     notes = [m.text for m in itertools.takewhile(lambda m: m.role == "system", first.messages)]
-    if not notes:
+    if not any(LEAD in text or INDEX_HEAD in text for text in notes):
         return []
     lines = ["instructions the model was given:"]
     for text in notes:

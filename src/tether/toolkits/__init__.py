@@ -28,6 +28,7 @@ from ._sandbox import ExecResult, Sandbox, SandboxLimits, UnsandboxedWarning, pr
 from ._workspace import PathRefused, Workspace
 from .commands import python_tool, shell_tool
 from .files import edit_file_tool, file_tools, find_files_tool, list_dir_tool, read_file_tool, write_file_tool
+from .offload import offload_results
 
 __all__ = [
     "edit_file_tool",
@@ -35,6 +36,7 @@ __all__ = [
     "file_tools",
     "find_files_tool",
     "list_dir_tool",
+    "offload_results",
     "PathRefused",
     "probe_sandbox",
     "python_tool",
