@@ -37,9 +37,12 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .exceptions import UserError
+
+if TYPE_CHECKING:
+    from pathlib import Path  # imported where it is used, so that `import tether` stays light
 
 __all__ = [
     "FILE_NAME",
@@ -75,6 +78,8 @@ def instruction_files(
     repository root's down to the workspace's. Only regular files count; a symbolic link counts
     only when it points inside the repository (or ``user_dir``), so a link planted in the
     workspace cannot pull a private file of the host into the prompt."""
+    from pathlib import Path
+
     ws = Path(workspace).expanduser().resolve()
     if not ws.is_dir():
         raise UserError(f"workspace {str(ws)!r} is not a directory")
@@ -139,6 +144,8 @@ def instructions_from(
 
 
 def _regular_within(path: Path, root: Path) -> bool:
+    from pathlib import Path
+
     try:
         real = Path(os.path.realpath(path))
         return stat.S_ISREG(os.stat(real).st_mode) and (real == root or root in real.parents)

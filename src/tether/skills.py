@@ -46,11 +46,13 @@ import re
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .exceptions import UserError
 from .tools import Invocation, Tool, tool
+
+if TYPE_CHECKING:
+    from pathlib import Path  # imported where it is used, so that `import tether` stays light
 
 __all__ = ["INDEX_HEAD", "SKILL_FILE", "Skill", "SkillSet", "front_matter", "read_skill", "skill_set"]
 
@@ -166,6 +168,10 @@ def skill_set(folders: Iterable[str | os.PathLike[str]]) -> SkillSet:
     """
     if isinstance(folders, str | os.PathLike):
         raise UserError("skills= takes a list of folders, e.g. skills=['skills/']")
+    if not (folders := list(folders)):
+        return SkillSet()
+    from pathlib import Path
+
     found: dict[str, Skill] = {}
     for folder in folders:
         top = Path(folder).expanduser().resolve()
@@ -183,6 +189,8 @@ def skill_set(folders: Iterable[str | os.PathLike[str]]) -> SkillSet:
 def read_skill(folder: str | os.PathLike[str]) -> Skill:
     """The skill in ``folder``, its ``SKILL.md`` checked: a ``name`` that is the folder's name
     (lowercase letters, digits and single hyphens, at most 64) and a ``description`` (at most 1024)."""
+    from pathlib import Path
+
     path = Path(folder) / SKILL_FILE
     try:
         with open(path, "rb") as f:
