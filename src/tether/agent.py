@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from os import PathLike
 from typing import Any
 
 from ._loop.budgets import check_cost, check_limits
@@ -24,10 +23,11 @@ from .context import Context
 from .cost import Price
 from .events import Event
 from .exceptions import UserError
+from .grounding import Validator, check_validators
 from .messages import Message
 from .output import OutputSpec, with_output
 from .policy import Policy
-from .skills import skill_set
+from .skills import SkillFolder, skill_set
 from .state import RunState
 from .store import RunStore
 from .tools import Invocation, Tool
@@ -74,7 +74,8 @@ class Agent:
         observers: Sequence[Observer] = (),
         output_type: Any = None,
         output_retries: int = 2,
-        skills: Sequence[str | PathLike[str]] = (),
+        output_validators: Sequence[Validator] = (),
+        skills: Sequence[SkillFolder] = (),
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
@@ -95,10 +96,11 @@ class Agent:
                 raise UserError(f"two tools are named {t.name!r}")
             self.tools[t.name] = t
         self.output: OutputSpec | None = with_output(self.tools, output_type, output_retries)  # adds final_result
+        self.output_validators = check_validators(output_validators, output_retries)
+        self.output_retries = output_retries
         self.tool_list = tuple(self.tools.values())
         self.instructions = self.skills.instruct(instructions)
-        self.name = name
-        self.description = description
+        self.name, self.description = name, description
         self.handoffs: tuple[Agent, ...] = ()
         self.hand_off_to(*handoffs)
         self.max_steps = max_steps

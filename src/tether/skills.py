@@ -54,7 +54,7 @@ from .tools import Invocation, Tool, tool
 if TYPE_CHECKING:
     from pathlib import Path  # imported where it is used, so that `import tether` stays light
 
-__all__ = ["INDEX_HEAD", "SKILL_FILE", "Skill", "SkillSet", "front_matter", "read_skill", "skill_set"]
+__all__ = ["INDEX_HEAD", "SKILL_FILE", "Skill", "SkillFolder", "SkillSet", "front_matter", "read_skill", "skill_set"]
 
 SKILL_FILE = "SKILL.md"
 MAX_SKILL_BYTES = 256 * 1024  # a SKILL.md, or a file load_skill reads
@@ -64,6 +64,8 @@ _KEY = re.compile(r"([A-Za-z0-9_-]+):(?:[ \t]+(.*))?")
 _YAML_ONLY = tuple("|>[{&*!%@`")  # block scalars, flow collections, anchors, tags: a YAML parser's job
 
 FrontMatter = dict[str, str | dict[str, str]]
+SkillFolder = str | os.PathLike[str]
+"""A skill's folder, or a folder of skill folders (``Agent(skills=[...])``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +162,7 @@ def _joined(text: str | None, index: str) -> str:
     return f"{text}\n\n{index}" if text else index
 
 
-def skill_set(folders: Iterable[str | os.PathLike[str]]) -> SkillSet:
+def skill_set(folders: Iterable[SkillFolder]) -> SkillSet:
     """The skills in ``folders``: each is a skill's folder (it has a ``SKILL.md``) or holds skill folders.
 
     Raises :class:`UserError` for a missing folder, a bad front matter (naming the file) or two skills
