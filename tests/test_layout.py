@@ -47,6 +47,7 @@ PACKAGES = {
     "providers": "brains",
     "brains": "brains",
     "stores": "stores",
+    "longterm": "stores",
     "toolkits": "toolkits",
     "mcp": "toolkits",
     "strategies": "patterns",
