@@ -30,7 +30,7 @@ Embed = Callable[[list[str]], Any]
 """Texts to vectors: a function (sync or async) returning one row of floats per text."""
 
 DEDUPE = 0.95  # cosine at which a new text is the same item as an old one (bench_memory.py quality)
-FLOOR = 0.3  # cosine under which an item is not offered to a run unasked
+FLOOR = 0.2  # cosine under which an item is not offered to a run unasked
 
 
 _LOCAL: weakref.WeakKeyDictionary[Any, LocalItems] = weakref.WeakKeyDictionary()
