@@ -93,7 +93,7 @@ class Memory:
             raise UserError(f"dedupe must be a cosine in (0, 1], got {dedupe!r}")
         self.dedupe = dedupe
         self.clock = clock
-        self._cache: dict[str, tuple[int, tuple[str, ...], Any]] = {}
+        self._cache: dict[str, _Index] = {}
 
     @classmethod
     def on(cls, store: RunStore, **options: Any) -> Memory:
@@ -140,6 +140,8 @@ class Memory:
         now = self.clock()
         item = Item(f"m-{uuid.uuid4().hex[:12]}", namespace, text, dict(meta or {}), source, 1, now, now)
         stored = await self.items.add(item, self.model, vector.tobytes(), key)
+        if stored.id == item.id:
+            await self._extend(namespace, item.id, vector)
         return stored, stored.id == item.id
 
     async def update(self, id: str, text: str, *, meta: dict[str, Any] | None = None, source: str = "api") -> Item:
@@ -223,16 +225,47 @@ class Memory:
         items = {i.id: i for i in await self.items.get([ids[j] for j in top])}
         return [Recalled(items[ids[j]], float(scores[j])) for j in top if ids[j] in items]
 
-    async def _matrix(self, namespace: str) -> tuple[tuple[str, ...], Any]:
+    async def _extend(self, namespace: str, id: str, vector: Any) -> None:
+        """Add our own new row to the cached index when ours is the only write since it was read
+        (the counter moved by exactly one), so a run of writes never reads the namespace again."""
+        index = self._cache.get(namespace)
+        if index is not None and await self.items.writes(namespace) == index.writes + 1:
+            index.add(id, vector)
+
+    async def _matrix(self, namespace: str) -> tuple[list[str], Any]:
+        index = self._cache.get(namespace)
+        if index is None or index.writes != await self.items.writes(namespace):
+            found = await self.items.vectors(namespace, self.model)
+            index = self._cache[namespace] = _Index(found.writes, list(found.ids), found.blobs)
+        return index.ids, index.matrix
+
+
+class _Index:
+    """A namespace's vectors in one matrix with room to grow (doubling), and the ids of its rows."""
+
+    def __init__(self, writes: int, ids: list[str], blobs: tuple[bytes, ...]) -> None:
         np = numpy()
-        cached = self._cache.get(namespace)
-        if cached is not None and cached[0] == await self.items.writes(namespace):
-            return cached[1], cached[2]
-        found = await self.items.vectors(namespace, self.model)
-        joined = np.frombuffer(b"".join(found.blobs), dtype=np.float32)
-        matrix = joined.reshape(len(found.ids), -1) if found.ids else joined.reshape(0, 0)
-        self._cache[namespace] = (found.writes, found.ids, matrix)
-        return found.ids, matrix
+        self.writes, self.ids = writes, ids
+        flat = np.frombuffer(b"".join(blobs), dtype=np.float32)
+        self._rows = flat.reshape(len(ids), -1).copy() if ids else np.zeros((0, 0), np.float32)
+
+    @property
+    def matrix(self) -> Any:
+        return self._rows[: len(self.ids)]
+
+    def add(self, id: str, vector: Any) -> None:
+        np = numpy()
+        n = len(self.ids)
+        if self._rows.shape[1] not in (0, vector.shape[0]):
+            return  # another model's width: the next read starts over
+        if n == self._rows.shape[0]:
+            grown = np.zeros((max(8, 2 * n), vector.shape[0]), np.float32)
+            if n:
+                grown[:n] = self._rows[:n]
+            self._rows = grown
+        self._rows[n] = vector
+        self.ids.append(id)
+        self.writes += 1
 
 
 def _check(text: str, namespace: str) -> None:
