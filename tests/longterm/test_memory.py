@@ -94,11 +94,14 @@ async def test_an_update_keeps_the_earlier_versions(store: Any, minilm: MiniLM) 
 async def test_near_identical_items_are_stored_once(store: Any, minilm: MiniLM) -> None:
     memory = Memory.on(store, embed=minilm)
     first = await memory.remember("Eve prefers email.", namespace="user:eve")
-    again, new = await memory.remember_new("Eve prefers email!", namespace="user:eve")
-    other, other_new = await memory.remember_new("Eve prefers phone calls.", namespace="user:eve")
+    again, new = await memory.remember_new("EVE prefers  email!", namespace="user:eve")
     assert (again.id, new) == (first.id, False)
-    assert other_new and other.id != first.id  # a different fact, however close in words, is kept
-    assert len(await memory.all("user:eve")) == 2
+    for fact in ("Eve prefers phone calls.", "Refunds for Eve above $500 need a sign-off."):
+        other, other_new = await memory.remember_new(fact, namespace="user:eve")
+        assert other_new and other.id != first.id  # a different fact, however close in words, is kept
+    _, update_new = await memory.remember_new("Refunds for Eve above $50 need a sign-off.", namespace="user:eve")
+    assert update_new  # the same sentence with another value is news, not a duplicate
+    assert len(await memory.all("user:eve")) == 4
     await memory.aclose()
 
 

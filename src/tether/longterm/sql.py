@@ -56,7 +56,7 @@ class SQLItems:
         async with self._transaction() as run:  # the counter and the rows it counts, read together
             counted = await run(self._sql("SELECT n FROM {t}memory_writes WHERE namespace = ?"), (namespace,))
             rows = await run(
-                self._sql("SELECT id, vector FROM {t}memory_items WHERE namespace = ? AND model = ? ORDER BY id"),
+                self._sql("SELECT id, vector FROM {t}memory_items WHERE namespace = ? AND model = ?"),
                 (namespace, model),
             )
         writes = int(counted[0][0]) if counted else 0
@@ -161,12 +161,14 @@ class SQLItems:
 class SQLiteItems(SQLItems):
     """Memory items in the SQLite file of a :class:`~tether.stores.sqlite.SQLiteStore` (``path``)."""
 
-    def __init__(self, path: str, *, busy_timeout: float = 5.0) -> None:
+    def __init__(self, path: str, *, durability: str = "normal", busy_timeout: float = 5.0) -> None:
         self.path = path
         try:
             self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000):d}")
             self._conn.execute("PRAGMA journal_mode = WAL")
+            # the run store's durability: with WAL, NORMAL syncs at checkpoints, FULL at every commit
+            self._conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
             migrate_sqlite(self._conn, f"SQLite store {path!r}")
         except sqlite3.Error as exc:
             raise StoreError(f"memory in SQLite store {path!r} could not open: {exc}") from exc
