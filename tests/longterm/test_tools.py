@@ -112,3 +112,18 @@ async def test_automatic_recall_is_journaled_so_a_resume_sees_the_same_items(sto
     stored = await store.load(paused.run_id)
     assert stored[0].kind == "run-started" and stored[0].messages[-1] == task
     await memory.aclose()
+
+
+async def test_forget_is_gated_when_the_operator_says_so_and_never_reaches_another_namespace() -> None:
+    memory = Memory(embed=lambda texts: [[t.count(c) + 0.01 for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts])
+    ann = await memory.remember("Ann likes tea.", namespace="user:ann")
+    bob = await memory.remember("Bob likes coffee.", namespace="user:bob")
+    model = ScriptedModel([Action("forget", {"id": ann.id}), "gone", Action("forget", {"id": bob.id}), "tried"])
+    agent = Agent(model, memory_tools(memory, "user:ann", forget_approval=True))
+    paused = await agent.run("forget my tea preference")
+    assert [p.call.name for p in paused.items] == ["forget"] and len(await memory.all("user:ann")) == 1
+    done = await agent.run(paused.state.approve(paused.items[0].call.id))
+    assert done.status == "finished" and await memory.all("user:ann") == []
+    other = await Agent(ScriptedModel(model.replies[2:]), memory_tools(memory, "user:ann")).run("forget Bob")
+    assert f"no memory item {bob.id!r}" in str(other.context[-2].content)
+    assert [i.text for i in await memory.all("user:bob")] == ["Bob likes coffee."]

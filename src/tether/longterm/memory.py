@@ -252,7 +252,8 @@ class _Index:
         np = numpy()
         self.writes, self.ids = writes, ids
         flat = np.frombuffer(b"".join(blobs), dtype=np.float32)
-        self._rows = flat.reshape(len(ids), -1).copy() if ids else np.zeros((0, 0), np.float32)
+        # a read-only view of the bytes read: the first add copies it into a matrix with room to grow
+        self._rows = flat.reshape(len(ids), -1) if ids else np.zeros((0, 0), np.float32)
 
     @property
     def matrix(self) -> Any:

@@ -22,9 +22,12 @@ __all__ = ["memory_tools"]
 Namespace = str | Callable[[Invocation[Any]], str]
 
 
-def memory_tools(memory: Memory, namespace: Namespace, *, approval: Approval = False, k: int = 5) -> list[Tool]:
+def memory_tools(
+    memory: Memory, namespace: Namespace, *, approval: Approval = False, forget_approval: Approval = False, k: int = 5
+) -> list[Tool]:
     """``remember``, ``recall`` and ``forget`` on ``namespace`` (a name, or a function of the call,
-    e.g. ``lambda call: f"user:{call.deps['customer']}"``). ``approval`` gates ``remember``."""
+    e.g. ``lambda call: f"user:{call.deps['customer']}"``). ``approval`` gates ``remember``,
+    ``forget_approval`` gates ``forget``; ``recall`` only reads."""
     name_of: Callable[[Invocation[Any]], str] = namespace if callable(namespace) else (lambda call: namespace)
 
     @tool(effect="idempotent", approval=approval)
@@ -49,7 +52,7 @@ def memory_tools(memory: Memory, namespace: Namespace, *, approval: Approval = F
         found = await memory.recall(query, namespace=name_of(call), k=k)
         return quoted(found, memory.clock()) or "nothing in memory matches"
 
-    @tool(effect="idempotent")
+    @tool(effect="idempotent", approval=forget_approval)
     async def forget(id: str, call: Invocation[Any]) -> str:
         """Delete one item from long-term memory.
 
