@@ -139,8 +139,8 @@ def no_unbacked_claims(words: Mapping[str, Iterable[str]] | None = None) -> Vali
     def check(value: Any, ran: Ran) -> None:
         if not isinstance(value, str):
             return
-        sentences = [s for s in _SENTENCE.split(value.lower()) if not _CONDITION.search(s)]
-        clauses = [c for s in sentences for c in _CLAUSE.split(s) if c.strip() and not _HEDGE.search(c)]
+        sentences = [s for s in re.split(_SENTENCE, value.lower()) if not re.search(_CONDITION, s)]
+        clauses = [c for s in sentences for c in re.split(_CLAUSE, s) if c.strip() and not re.search(_HEDGE, c)]
         for name, tool in ran.tools.items():
             if not (tool.effect == "once" or tool.approval) or tool.is_question or ran.finished(name):
                 continue
@@ -184,10 +184,11 @@ def check_validators(validators: Iterable[Any], retries: Any) -> tuple[Validator
 
 # -- how a text claims an action ----------------------------------------------------------------
 
-_SENTENCE = re.compile(r"[.;!\n]")
-_CONDITION = re.compile(r"\?|\b(if|once|unless|until|after|when|whenever|before)\b")  # the whole sentence
-_CLAUSE = re.compile(r",| and | but |:")
-_HEDGE = re.compile(
+# The patterns are compiled on first use: ``import tether`` compiles no regex of this module.
+_SENTENCE = r"[.;!\n]"
+_CONDITION = r"\?|\b(if|once|unless|until|after|when|whenever|before)\b"  # holds for the whole sentence
+_CLAUSE = r",| and | but |:"
+_HEDGE = (
     r"\b(not|no|never|cannot|can't|won't|unable|need|needs|requires?|required|pending|awaiting|waiting|"
     r"would|could|should|can|may|might|request|requested|ask|asked|approve|approval)\b|n't\b"
 )
