@@ -147,3 +147,11 @@ async def test_a_run_of_writes_reads_the_namespace_once_and_a_foreign_write_make
     await theirs.remember("banana bread", namespace="n")  # another writer: the counter jumps past ours
     found = await mine.recall("banana bread", namespace="n", k=1)
     assert found[0].item.text == "banana bread" and items.reads == 3
+
+
+async def test_a_lone_surrogate_is_stored_as_a_replacement_character(store: Any) -> None:
+    memory = Memory.on(store, embed=lambda texts: [[1.0, float(len(t))] for t in texts])
+    item = await memory.remember("Ann's code is \ud800!", namespace="user:ann")
+    assert item.text == "Ann's code is \ufffd!"
+    assert [i.text for i in await memory.all("user:ann")] == ["Ann's code is \ufffd!"]
+    await memory.aclose()

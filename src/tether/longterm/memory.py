@@ -20,6 +20,7 @@ from typing import Any
 
 from ..exceptions import UserError
 from ..messages import Message
+from ..parts import safe_text
 from ..store import RunStore, StoreWrapper
 from .items import Item, ItemStore, LocalItems, Recalled, bumped
 from .minilm import MiniLM, numpy
@@ -136,6 +137,7 @@ class Memory:
     ) -> tuple[Item, bool]:
         """:meth:`remember`, also saying whether the item is new (False: served before, or a duplicate)."""
         _check(text, namespace)
+        text, namespace = safe_text(text), safe_text(namespace)  # a lone surrogate: U+FFFD, as in notes
         if key is not None and (done := await self.items.served(key)) is not None:
             return done, False
         vector = (await self._vectors([text]))[0]
@@ -153,6 +155,7 @@ class Memory:
         """Replace item ``id``'s text (and metadata, if given); its earlier version goes to its history."""
         old = await self._get(id)
         _check(text, old.namespace)
+        text = safe_text(text)
         vector = (await self._vectors([text]))[0]
         new = bumped(old, text, old.meta if meta is None else dict(meta), source, self.clock())
         await self.items.update(new, self.model, vector.tobytes())
@@ -172,7 +175,7 @@ class Memory:
         if not isinstance(k, int) or k < 1:
             raise UserError(f"k must be a positive integer, got {k!r}")
         _check(query, namespace)
-        found = await self._search((await self._vectors([query]))[0], namespace, k)
+        found = await self._search((await self._vectors([safe_text(query)]))[0], safe_text(namespace), k)
         return [r for r in found if r.score >= min_score]
 
     async def history(self, id: str) -> list[Item]:
