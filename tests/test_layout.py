@@ -51,6 +51,7 @@ PACKAGES = {
     "longterm": "stores",
     "toolkits": "toolkits",
     "mcp": "toolkits",
+    "codeact": "toolkits",
     "strategies": "patterns",
     "dispatch": "scale",
     "evals": "evals",
