@@ -48,6 +48,7 @@ PACKAGES = {
     "providers": "brains",
     "brains": "brains",
     "stores": "stores",
+    "longterm": "stores",
     "toolkits": "toolkits",
     "mcp": "toolkits",
     "codeact": "toolkits",
