@@ -67,11 +67,7 @@ def page(
     title: str, body: str, *, root: str, csrf: str = "", user: str = "", nav: str = "", kind: str = "", count: int = 0
 ) -> str:
     """A whole page: head (stylesheet and script from this server only), top bar, body."""
-    tabs = (
-        ("inbox", "/", f'Inbox <span class="count" id="count">{count or ""}</span>'),
-        ("runs", "/runs", "Runs"),
-        ("audit", "/audit", "Audit"),
-    )
+    tabs = (("inbox", "/", f'Inbox <span class="count" id="count">{count or ""}</span>'), ("runs", "/runs", "Runs"))
     links = "".join(
         f'<a href="{h(root)}{href}"{CURRENT if nav == name else ""}>{label}</a>' for name, href, label in tabs
     )
