@@ -39,6 +39,7 @@ from .events import ApprovalDecided, Event
 from .exceptions import LeaseConflict, StateError
 from .journal import state_of
 from .leases import Lease, gone
+from .pending import child_run_id
 from .state import Choice, Decision, RunState
 
 __all__ = [
@@ -302,7 +303,7 @@ async def load_tree(store: RunStore, run_id: str) -> RunState:
     state = state_of(events)
     children = []
     for kept in state.children:
-        child_id = f"{run_id}/{kept.parent_call}"
+        child_id = child_run_id(run_id, kept.parent_call)
         if await store.get(child_id) is None:
             children.append(kept)  # journaled with its parent only
             continue
