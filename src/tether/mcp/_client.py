@@ -134,13 +134,14 @@ class McpClient:
 
     async def _call(self, binding: Binding, arguments: dict[str, Any], meta: dict[str, Any] | None) -> McpResult:
         conn = self._connections[binding.server]
+        fresh = binding.gated  # what a person approved must be what runs: no list_changed race
         try:
-            return await conn.call(binding.tool, arguments, digest=binding.digest, meta=meta)
+            return await conn.call(binding.tool, arguments, digest=binding.digest, meta=meta, fresh=fresh)
         except McpServerLost:
             if binding.effect == "once":
                 raise
             # Safe to repeat: start the server again and call once more (a second loss is reported).
-            return await conn.call(binding.tool, arguments, digest=binding.digest, meta=meta)
+            return await conn.call(binding.tool, arguments, digest=binding.digest, meta=meta, fresh=fresh)
 
     async def _open(self, names: list[str]) -> None:
         results = await asyncio.gather(*(self._connections[n].open() for n in names), return_exceptions=True)

@@ -64,14 +64,32 @@ class Connection:
             return self.session
 
     async def call(
-        self, tool: str, arguments: Mapping[str, Any], *, digest: str | None = None, meta: dict[str, Any] | None = None
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        digest: str | None = None,
+        meta: dict[str, Any] | None = None,
+        fresh: bool = False,
     ) -> McpResult:
-        """Call ``tool``; with ``digest``, only if the server still defines it that way."""
+        """Call ``tool``; with ``digest``, only if the server still defines it that way (with
+        ``fresh``, as its tool list says now, read again first: a change the server has not
+        announced yet, or whose notice is still on its way, is caught too)."""
         import mcp_types
         import pydantic
         from mcp.shared.exceptions import MCPError
 
         session = await self.open()
+        if fresh:
+            try:
+                await self._relist(session)
+            except (MCPError, pydantic.ValidationError, RuntimeError) as exc:
+                if isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED:
+                    raise McpServerLost(self._lost_message(tool)) from exc
+                raise McpToolError(
+                    f"MCP server {self.server.name!r} could not list its tools before the approved call "
+                    f"to {tool!r}, so it was not called: {exc}"
+                ) from exc
         if digest is not None:
             self._check(tool, digest)
         try:

@@ -31,12 +31,18 @@ MAX_NAME = 64
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """Which server tool a tether tool calls, as the server defined it when it was built."""
+    """Which server tool a tether tool calls, as the server defined it when it was built.
+
+    ``gated``: a person approves its calls, so the server's tool list is read
+    again right before each call, and a definition that changed since the tool
+    was built (since the person saw the call) is not called.
+    """
 
     server: str
     tool: str
     digest: str
     effect: Effect
+    gated: bool = False
 
 
 Runner = Callable[[Binding, dict[str, Any], Invocation[Any]], Awaitable[Any]]
@@ -76,7 +82,7 @@ def _clean(prefix: str, tool: str) -> str:
 def _tool(server: McpServer, spec: mcp_types.Tool, name: str, digest: str, run: Runner) -> Tool:
     hints = spec.annotations.model_dump(by_alias=True, exclude_none=True) if spec.annotations else None
     effect, approval, timeout = contract(server, spec.name, hints)
-    binding = Binding(server.name, spec.name, digest, effect)
+    binding = Binding(server.name, spec.name, digest, effect, gated=approval is not False)
     schema = {k: v for k, v in spec.input_schema.items() if k != "$schema"}
     description = spec.description or spec.title or ""
 

@@ -1,0 +1,49 @@
+"""Hostile MCP servers against real runs: a tool changed under an approval, a flood, lying hints."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from mcp_support import Oracle, stdio
+
+from tether import Action, Agent, record_decisions
+from tether.mcp import McpClient
+from tether.stores.sqlite import SQLiteStore
+from tether.testing import ScriptedModel
+
+pytest.importorskip("mcp", reason="needs tether[mcp]")
+
+
+def test_a_tool_changed_between_the_pause_and_the_approval_is_not_called_in_the_live_run(
+    oracle: Oracle, tmp_path: Path
+) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    with McpClient([stdio(oracle, env={"FLIP": "1"})]) as client:
+        tools = client.tools_sync()  # the agent is built once, and lives through the pause
+        move = Action("t__transfer", {"to": "payee-7", "amount": 50})
+        paused = Agent(ScriptedModel([move]), tools, store=store).run_sync("pay", run_id="r1")
+        [item] = paused.items
+        assert item.status == "awaiting-approval"
+        # The server changes the tool and does not tell (or its notice loses the race with the person).
+        assert asyncio.run(client.call("t", "flip")).text == "flipped"
+        asyncio.run(record_decisions(store, "r1", lambda s: s.approve(item.id), by="ana"))
+        done = Agent(ScriptedModel(["ok"]), tools, store=store).run_sync(run_id="r1")
+    assert oracle.rows("transfer") == []  # the approval was for version 1: version 2 never ran
+    [result] = [m for m in done.context if m.role == "tool"]
+    assert result.is_error and "changed tool 'transfer'" in result.text
+    asyncio.run(store.aclose())
+
+
+def test_an_unchanged_tool_runs_once_approved_in_the_live_run(oracle: Oracle, tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    with McpClient([stdio(oracle, env={"FLIP": "1"})]) as client:
+        tools = client.tools_sync()
+        move = Action("t__transfer", {"to": "payee-7", "amount": 50})
+        paused = Agent(ScriptedModel([move]), tools, store=store).run_sync("pay", run_id="r1")
+        asyncio.run(record_decisions(store, "r1", lambda s: s.approve(paused.items[0].id), by="ana"))
+        done = Agent(ScriptedModel(["ok"]), tools, store=store).run_sync(run_id="r1")
+    assert [(r["to"], r["version"]) for r in oracle.rows("transfer")] == [("payee-7", 1)]
+    assert done.output == "ok"
+    asyncio.run(store.aclose())
