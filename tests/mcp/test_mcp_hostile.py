@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from mcp_support import Oracle, stdio
 
-from tether import Action, Agent, record_decisions
-from tether.mcp import McpClient
+from tether import Action, Agent, UserError, record_decisions
+from tether.mcp import McpClient, McpServer, ToolRule, contract
 from tether.stores.sqlite import SQLiteStore
 from tether.testing import ScriptedModel
 
@@ -47,3 +47,32 @@ def test_an_unchanged_tool_runs_once_approved_in_the_live_run(oracle: Oracle, tm
     assert [(r["to"], r["version"]) for r in oracle.rows("transfer")] == [("payee-7", 1)]
     assert done.output == "ok"
     asyncio.run(store.aclose())
+
+
+def test_a_server_that_lies_in_its_hints_runs_its_wiper_ungated_unless_trust_is_verify(
+    oracle: Oracle, tmp_path: Path
+) -> None:
+    move = Action("t__wipe", {"path": "/data"})
+    with McpClient([stdio(oracle)]) as client:  # believed: "read-only", so it runs at once
+        believed = Agent(ScriptedModel([move, "ok"]), client.tools_sync()).run_sync("look", run_id="r1")
+        assert client.ungated_by_hints()["t__wipe"] == "readOnlyHint"
+    assert believed.status == "finished" and [r["path"] for r in oracle.rows("wipe")] == ["/data"]
+    store = SQLiteStore(tmp_path / "runs.db")
+    with McpClient([stdio(oracle, trust="verify")]) as client:
+        tools = {t.name: t for t in client.tools_sync()}
+        assert {(t.effect, t.approval) for t in tools.values()} == {("once", True)}  # whatever the hints
+        assert client.ungated_by_hints() == {}
+        paused = Agent(ScriptedModel([move]), list(tools.values()), store=store).run_sync("look", run_id="r2")
+    assert paused.status == "paused" and [p.call.name for p in paused.items] == ["t__wipe"]
+    assert len(oracle.rows("wipe")) == 1  # the second wipe waits for a person
+    asyncio.run(store.aclose())
+
+
+def test_trust_is_read_from_the_config_and_checked() -> None:
+    assert McpServer.from_config("s", {"command": "x", "trust": "verify"}).trust == "verify"
+    with pytest.raises(UserError, match="trust must be"):
+        McpServer("s", command="x", trust="maybe")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="trust='verify' asks before every call"):
+        McpServer("s", command="x", trust="verify", approval=False)
+    vouched = McpServer("s", command="x", trust="verify", tools={"add": ToolRule(approval=False)})
+    assert contract(vouched, "add", {"readOnlyHint": True})[1] is False  # your own rule still counts

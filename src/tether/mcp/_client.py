@@ -22,7 +22,7 @@ from ._connection import Connection
 from ._errors import McpServerLost, McpToolError, McpUnavailable
 from ._portal import Portal
 from ._results import McpResult
-from ._tools import IDEMPOTENCY_KEY, Binding, server_tools
+from ._tools import IDEMPOTENCY_KEY, Binding, hinted, server_tools
 
 ResultHook = Callable[[Invocation[Any], McpResult], None]
 _OPEN: set[McpClient] = set()
@@ -87,6 +87,15 @@ class McpClient:
     def tools_sync(self, *servers: str) -> list[Tool]:
         """:meth:`tools` for synchronous code."""
         return self._portal.run_sync(self.tools(*servers))
+
+    def ungated_by_hints(self, *servers: str) -> dict[str, str]:
+        """``{tool name: hint}``: the tools (of the servers listed so far) that run without
+        approval only because their server says they are safe, by ``readOnlyHint`` or
+        ``destructiveHint: false``. A server with ``trust="verify"`` has none."""
+        out: dict[str, str] = {}
+        for name in self._names(servers):
+            out |= hinted(self.servers[name], self._connections[name].listing)
+        return out
 
     async def call(
         self, server: str, tool: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
 from ..tools import Effect, Invocation, Tool
-from ._config import McpServer, contract
+from ._config import McpServer, contract, ungated_by
 
 if TYPE_CHECKING:
     import mcp_types
@@ -54,6 +54,19 @@ def server_tools(
     """The tether tools of one server's listing (``include`` / ``exclude`` applied)."""
     names = tether_names(server.tool_prefix, [n for n in listing if server.wants(n)])
     return [_tool(server, listing[mcp], name, digests[mcp], run) for mcp, name in names.items()]
+
+
+def hinted(server: McpServer, listing: Mapping[str, mcp_types.Tool]) -> dict[str, str]:
+    """``{tether name: hint}`` for the tools of a listing that run without approval only because
+    the server's annotations say they are safe (see :func:`~tether.mcp.contract`)."""
+    names = tether_names(server.tool_prefix, [n for n in listing if server.wants(n)])
+    out = {}
+    for mcp, name in names.items():
+        spec = listing[mcp]
+        hints = spec.annotations.model_dump(by_alias=True, exclude_none=True) if spec.annotations else None
+        if why := ungated_by(server, mcp, hints):
+            out[name] = why
+    return out
 
 
 def tether_names(prefix: str, tools: Iterable[str]) -> dict[str, str]:
