@@ -10,6 +10,7 @@ from mcp_support import Oracle, stdio
 
 from tether import Action, Agent, UserError, record_decisions
 from tether.mcp import McpClient, McpServer, ToolRule, contract
+from tether.mcp._stdio import split_lines
 from tether.stores.sqlite import SQLiteStore
 from tether.testing import ScriptedModel
 
@@ -76,3 +77,49 @@ def test_trust_is_read_from_the_config_and_checked() -> None:
         McpServer("s", command="x", trust="verify", approval=False)
     vouched = McpServer("s", command="x", trust="verify", tools={"add": ToolRule(approval=False)})
     assert contract(vouched, "add", {"readOnlyHint": True})[1] is False  # your own rule still counts
+
+
+def test_a_giant_result_becomes_a_note_and_the_next_call_on_the_connection_is_answered(oracle: Oracle) -> None:
+    # The attack: 24 MB of text in one reply. The reader used to take minutes over it, and the
+    # next tiny call on the same server timed out behind it.
+    moves = [Action("t__whoami", {}), Action("t__huge", {"megabytes": 24}), Action("t__add", {"a": 1, "b": 2})]
+    with McpClient([stdio(oracle)]) as client:
+        done = Agent(ScriptedModel([*moves, "ok"]), client.tools_sync()).run_sync("flood", run_id="r1")
+        pid = asyncio.run(client.call("t", "whoami")).text
+    first, flood, after = [m for m in done.context if m.role == "tool"]
+    assert flood.is_error and "over the cap of 8,388,608 bytes per result" in flood.text
+    assert len(flood.text) < 1000
+    assert after.text == "3" and not after.is_error
+    assert first.text == pid  # the same server process answered throughout: nothing was restarted
+    assert done.output == "ok"
+
+
+def test_a_result_under_the_cap_arrives_whole_and_the_cap_is_per_server(oracle: Oracle) -> None:
+    with McpClient([stdio(oracle, max_result_bytes=2**20)]) as client:
+        small = asyncio.run(client.call("t", "huge", {"megabytes": 0}))
+        capped = asyncio.run(client.call("t", "huge", {"megabytes": 1}))
+        assert asyncio.run(client.call("t", "add", {"a": 2})).text == "2"
+    assert small.text == "" and not small.is_error
+    assert capped.is_error and "over the cap of 1,048,576 bytes" in capped.text
+    with McpClient([stdio(oracle)]) as client:
+        whole = asyncio.run(client.call("t", "huge", {"megabytes": 1}))
+    assert not whole.is_error and whole.text == "x" * 2**20
+
+
+@pytest.mark.parametrize(
+    ("line", "rid"),
+    [
+        (b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"' + b"x" * 99 + b'"}]}}', 7),
+        (b'{"result":{"content":[{"type":"text","text":"' + b"x" * 99 + b'"}]},"jsonrpc":"2.0","id":"a-1"}', "a-1"),
+        (b'{"result":{"content":[{"type":"text","text":"' + b"x" * 99 + b'"}],"id":5},"jsonrpc":"2.0"}', None),
+        (b'{"result":{"text":"\\"id\\": 4 ' + b"x" * 99 + b'"},"id":9}', 9),
+        (b'{"method":"notifications/message","params":{"data":"' + b"x" * 99 + b'"}}', None),
+    ],
+)
+def test_an_oversized_reply_is_matched_to_its_request_only_by_its_top_level_id(line: bytes, rid: object) -> None:
+    buffer = bytearray()
+    lines, over = split_lines(buffer, line[:50], 40, None)
+    assert lines == [] and over is not None
+    lines, over = split_lines(buffer, line[50:] + b"\n" + b'{"id": 1}\n', 40, over)
+    assert over is None and lines[1] == b'{"id": 1}'  # the line after it is read as usual
+    assert lines[0].size == len(line) and lines[0].request_id() == rid

@@ -26,6 +26,7 @@ from ..exceptions import UserError
 from ..tools import EFFECTS, Approval, Effect
 
 DEFAULT_TIMEOUT = 120.0
+MAX_RESULT_BYTES = 8 * 2**20
 _SERVER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,31}")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -80,6 +81,7 @@ class McpServer:
     tools: Mapping[str, ToolRule] = field(default_factory=dict)
     protocol: Literal["auto", "legacy"] = "auto"  # legacy: the 2025 handshake, no discovery probe
     trust: Literal["hints", "verify"] = "hints"  # verify: the server's annotations are not believed
+    max_result_bytes: int = MAX_RESULT_BYTES  # a stdio reply over this is left out, with a note
 
     def __post_init__(self) -> None:
         if not _SERVER_NAME.fullmatch(self.name):
@@ -92,6 +94,8 @@ class McpServer:
             raise UserError(f"MCP server {self.name!r}: url must start with http:// or https://, got {self.url!r}")
         if self.effect is not None and self.effect not in EFFECTS:
             raise UserError(f"MCP server {self.name!r}: effect must be one of {sorted(EFFECTS)}")
+        if isinstance(self.max_result_bytes, bool) or not self.max_result_bytes > 0:
+            raise UserError(f"MCP server {self.name!r}: max_result_bytes must be a positive number of bytes")
         if self.trust not in ("hints", "verify"):
             raise UserError(f"MCP server {self.name!r}: trust must be 'hints' or 'verify', got {self.trust!r}")
         if self.trust == "verify" and self.approval is False:
@@ -219,6 +223,7 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "tools": dict,
     "protocol": str,
     "trust": str,
+    "max_result_bytes": int,
 }
 _RULE_KEYS: dict[str, type | tuple[type, ...]] = {"effect": str, "approval": bool, "timeout": (int, float)}
 

@@ -176,7 +176,8 @@ class Connection:
         if server.command is None:
             return _http(str(server.url), server.expanded(server.headers))
         from mcp import StdioServerParameters
-        from mcp.client.stdio import stdio_client
+
+        from ._stdio import capped_stdio
 
         env = server.expanded(server.env)
         if server.inherit_env:
@@ -185,7 +186,7 @@ class Connection:
         # Kept open while the server runs (its stderr goes here), read for messages, closed after.
         self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         params = StdioServerParameters(command=server.command, args=list(server.args), env=env, cwd=server.cwd)
-        return stdio_client(params, errlog=self._stderr)
+        return capped_stdio(params, self._stderr, server.max_result_bytes)
 
     async def _relist(self, client: mcp.Client) -> None:
         tools: dict[str, mcp_types.Tool] = {}
