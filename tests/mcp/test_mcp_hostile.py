@@ -123,3 +123,11 @@ def test_an_oversized_reply_is_matched_to_its_request_only_by_its_top_level_id(l
     lines, over = split_lines(buffer, line[50:] + b"\n" + b'{"id": 1}\n', 40, over)
     assert over is None and lines[1] == b'{"id": 1}'  # the line after it is read as usual
     assert lines[0].size == len(line) and lines[0].request_id() == rid
+
+
+def test_over_http_a_result_over_the_cap_is_kept_from_the_model_too(http_url: str) -> None:
+    with McpClient([McpServer("t", url=http_url, max_result_bytes=2**20)]) as client:
+        capped = asyncio.run(client.call("t", "huge", {"megabytes": 2}))
+        after = asyncio.run(client.call("t", "add", {"a": 1, "b": 2}))
+    assert capped.is_error and "returned a result of 2,097,152 bytes, over the cap of 1,048,576" in capped.text
+    assert after.text == "3"

@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ._config import McpServer
 from ._errors import McpServerLost, McpToolChanged, McpToolError, McpUnavailable
-from ._results import McpResult, to_result
+from ._results import McpResult, to_result, within_cap
 
 if TYPE_CHECKING:
     import mcp
@@ -100,7 +100,7 @@ class Connection:
             raise McpToolError(f"MCP server {self.server.name!r} refused the call: {exc.message} ({exc.code})") from exc
         except (pydantic.ValidationError, RuntimeError) as exc:  # the result breaks the protocol or its schema
             raise McpToolError(f"MCP server {self.server.name!r} sent a result that does not fit: {exc}") from exc
-        return to_result(result)
+        return within_cap(to_result(result), self.server.max_result_bytes, self.server.name)
 
     async def close(self) -> None:
         """End the session (a stdio server is stopped) and forget the tool list."""
