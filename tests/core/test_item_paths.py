@@ -135,3 +135,16 @@ def test_a_choice_for_an_address_nothing_waits_at_is_refused(tmp_path: Path) -> 
     with pytest.raises(StateError):
         paused.state.approve("c1/X/Z")
     asyncio.run(store.aclose())
+
+
+def test_deciding_both_colliding_items_records_each_on_its_own_run(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    paused = desk(store).run_sync("refund A1", run_id="r1")
+    by_name = {p.call.name: p for p in paused.items}
+    refund, note = by_name["issue_refund"], by_name["note_customer"]
+    asyncio.run(record_decisions(store, "r1", Choice("deny", refund.id, message="no"), by="ana"))
+    # The child's X now has a decision; the parent's own "c1/X" is another call and is still open.
+    asyncio.run(record_decisions(store, "r1", Choice("approve", note.id, args_hash=note.args_hash), by="ana"))
+    done = desk(store).run_sync(run_id="r1")
+    assert ran == ["note A1 9999"] and done.status == "finished"
+    asyncio.run(store.aclose())
