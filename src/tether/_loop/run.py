@@ -373,8 +373,10 @@ class Run:
 
         approvers = (*(self.parent.approvers if self.parent else ()), *((agent.approver,) if agent.approver else ()))
 
-        def gate(tool: Tool, args: dict[str, Any]) -> bool:  # the tool's gate, then every approver up the tree
-            return tool.needs_approval(args, ctx) or any(approve(tool, args, ctx) for approve in approvers)
+        def gate(tool: Tool, args: dict[str, Any]) -> bool | str:  # the tool's gate, then every approver up the tree
+            if tool.needs_approval(args, ctx):
+                return True
+            return next((said for approve in approvers if (said := approve(tool, args, ctx))), False)
 
         return [plan(p, agent.tools, j.decisions.get(p.call.id), gate) for p in j.pending.values()]
 
