@@ -51,6 +51,7 @@ from ..policy import ask, unique_call_ids
 from ..state import RunState
 from ..tools import Tool, missing_deps
 from . import crash
+from .answers import screened, text_ending
 from .budgets import Budget, Parent, cost_of
 from .calls import fit_result, run_call
 from .children import child_input, child_output, finished_child, previous_notebook, settle
@@ -158,9 +159,10 @@ class Run:
                 if over := spec.exhausted(self.journal.context):
                     yield await self.commit(over)
                 continue
-            if not reply.tool_calls:
-                yield await self.commit(Finished(reply.text, self.journal.usage))
-                return
+            if not reply.tool_calls:  # the answer, unless a validator sends it back
+                for ev in text_ending(self.agent, self.journal, reply.text):
+                    yield await self.commit(ev)
+                continue
             async for ev in self._act():
                 yield ev
 
@@ -321,7 +323,7 @@ class Run:
 
     async def _act(self) -> AsyncIterator[Event]:
         """Settle every open call of the turn: note, run, or wait for a human."""
-        steps = self._plan()
+        steps = screened(self.agent, self.journal, self._plan())
         for step in steps:
             if isinstance(step, Note):
                 yield await self.commit(step.event)
