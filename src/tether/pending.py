@@ -249,37 +249,39 @@ class Decision:
             raise StateError(f"malformed decision: {exc}") from None
 
 
-_ESCAPED = re.compile("%(25|2F)")
+_ESCAPED = re.compile("~[01]")
 
 
 def item_id(path: tuple[str, ...]) -> str:
     """The address of an item from the root run: its call ids joined by "/".
 
     Call ids come from the model's endpoint verbatim, so one may hold a "/":
-    each id has its "%" and "/" escaped first, so two different items never
-    share an address (a parent's call ``c1/X`` is not the call ``X`` of the
-    child run under ``c1``). Plain ids, the ones providers send, are unchanged.
+    each id has its "~" and "/" escaped first (``~0``, ``~1``, as in a JSON
+    pointer), so two different items never share an address (a parent's call
+    ``c1/X`` is not the call ``X`` of the child run under ``c1``). The escapes
+    are characters a URL keeps as they are, so an address put in a URL raw or
+    encoded names the same item. Plain ids, the ones providers send, are unchanged.
 
     >>> item_id(("c1", "X")), item_id(("c1/X",))
-    ('c1/X', 'c1%2FX')
+    ('c1/X', 'c1~1X')
     """
-    return "/".join(i.replace("%", "%25").replace("/", "%2F") for i in path)
+    return "/".join(i.replace("~", "~0").replace("/", "~1") for i in path)
 
 
 def item_path(item: str) -> tuple[str, ...]:
     """The call ids an item address names, from the root run down (the inverse of :func:`item_id`).
 
-    >>> item_path("c1%2FX"), item_path("c1/X")
+    >>> item_path("c1~1X"), item_path("c1/X")
     (('c1/X',), ('c1', 'X'))
     """
-    return tuple(_ESCAPED.sub(lambda m: "%" if m[1] == "25" else "/", i) for i in item.split("/"))
+    return tuple(_ESCAPED.sub(lambda m: "/" if m[0] == "~1" else "~", i) for i in item.split("/"))
 
 
 def child_run_id(run_id: str, call_id: str) -> str:
     """The id of the child run the call ``call_id`` of run ``run_id`` delegated to.
 
     >>> child_run_id("r1", "c1"), child_run_id("r1", "c1/X")
-    ('r1/c1', 'r1/c1%2FX')
+    ('r1/c1', 'r1/c1~1X')
     """
     return f"{run_id}/{item_id((call_id,))}"
 

@@ -119,11 +119,11 @@ def test_a_delegated_call_id_with_a_slash_gets_a_child_run_of_its_own() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", [("c1",), ("c1", "X"), ("c1/X",), ("a%2Fb",), ("%", "/"), ("a/b/c", "d%25e", ""), ("call_1_0",)]
+    "path", [("c1",), ("c1", "X"), ("c1/X",), ("a~1b",), ("~", "/"), ("a/b/c", "d~0e", ""), ("call_1_0",), ("%2F",)]
 )
 def test_item_ids_round_trip_and_never_collide(path: tuple[str, ...]) -> None:
     assert item_path(item_id(path)) == path
-    others = [("c1",), ("c1", "X"), ("c1/X",), ("a%2Fb",), ("a/b",), ("%", "/"), ("a/b/c", "d%25e", "")]
+    others = [("c1",), ("c1", "X"), ("c1/X",), ("a~1b",), ("a/b",), ("~", "/"), ("a/b/c", "d~0e", ""), ("%2F",)]
     assert [o for o in others if o != path and item_id(o) == item_id(path)] == []
 
 
@@ -131,7 +131,7 @@ def test_a_choice_for_an_address_nothing_waits_at_is_refused(tmp_path: Path) -> 
     store = SQLiteStore(tmp_path / "runs.db")
     paused = desk(store).run_sync("refund A1", run_id="r1")
     with pytest.raises(StateError):
-        paused.state.approve("c1%2FY")
+        paused.state.approve("c1~1Y")
     with pytest.raises(StateError):
         paused.state.approve("c1/X/Z")
     asyncio.run(store.aclose())
@@ -148,3 +148,49 @@ def test_deciding_both_colliding_items_records_each_on_its_own_run(tmp_path: Pat
     done = desk(store).run_sync(run_id="r1")
     assert ran == ["note A1 9999"] and done.status == "finished"
     asyncio.run(store.aclose())
+
+
+async def test_through_the_api_approving_the_harmless_item_by_hash_never_runs_the_other(tmp_path: Path) -> None:
+    # The review's attack, as it was made: the person approves note_customer by its hash over HTTP
+    # (raw item id in the URL), and the child's refund must not run.
+    pytest.importorskip("starlette", reason="needs tether[serve]")
+    import httpx
+
+    from support import until
+    from tether.serve import Server
+
+    token = "t" * 64
+    store = SQLiteStore(tmp_path / "runs.db")
+    server = Server([desk(store)], store=store, env={"TETHER_SERVE_TOKEN": token})
+    headers = {"authorization": f"Bearer {token}", "host": "127.0.0.1"}
+    transport = httpx.ASGITransport(app=server.app)
+    async with (
+        server.running(),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers) as c,
+    ):
+        run_id = (await c.post("/api/runs", json={"agent": "support", "input": "refund A1"})).json()["run_id"]
+
+        async def both_wait() -> bool:
+            return len((await c.get(f"/api/runs/{run_id}")).json()["items"]) == 2
+
+        await until(both_wait, "the run pauses with both items")
+        items = {i["tool"]: i for i in (await c.get(f"/api/runs/{run_id}")).json()["items"]}
+        note, refund = items["note_customer"], items["issue_refund"]
+        assert note["call_id"] != refund["call_id"] and note["args_hash"] == refund["args_hash"]
+        url = f"/api/runs/{run_id}/items/{note['call_id']}/approve"
+        assert (await c.post(url, json={"args_hash": note["args_hash"]})).status_code == 200
+
+        async def noted() -> bool:
+            return ran == ["note A1 9999"]
+
+        decided = {i["tool"]: i["decision"] for i in (await c.get(f"/api/runs/{run_id}")).json()["items"]}
+        assert decided["note_customer"]["verdict"] == "approve" and decided["issue_refund"] is None
+        # The run resumes once every item is decided: the refund is denied, so only the note may run.
+        url = f"/api/runs/{run_id}/items/{refund['call_id']}/deny"
+        assert (await c.post(url, json={"args_hash": refund["args_hash"], "message": "no"})).status_code == 200
+
+        async def finished() -> bool:
+            return (await c.get(f"/api/runs/{run_id}")).json()["status"] == "finished"
+
+        await until(finished, "the run finishes")
+    assert ran == ["note A1 9999"]  # never the refund
