@@ -19,10 +19,11 @@ import pytest
 
 from dispatch.chaos import chaos_soak, terminate
 from durability.harness import PG_DSN
-from tether import Message, RunStarted
-from tether.dispatch import Sweeper
+from tether import Agent, Message, RunStarted
+from tether.dispatch import LocalPool, Sweeper
 from tether.stores.memory import MemoryStore
 from tether.stores.postgres import PostgresStore
+from tether.testing import ScriptedModel
 
 pytestmark = [pytest.mark.postgres]
 SEED = int(os.environ.get("TETHER_SOAK_SEED", random.randrange(2**31)))
@@ -85,3 +86,24 @@ async def test_a_sweeper_outlives_a_queue_that_fails() -> None:
     finally:
         task.cancel()
     assert down.submitted[0] == "r1" and down.failures == 0
+
+
+async def test_a_pool_worker_outlives_an_on_done_that_fails() -> None:
+    store = MemoryStore()
+    agent = Agent(ScriptedModel(["one", "two"]), store=store, name="a")
+    for run_id in ("r1", "r2"):
+        await store.append(run_id, [RunStarted(run_id, (Message.user("hi"),), False, agent.fingerprint, "a")],
+                           expected_seq=0)  # fmt: skip
+    seen: list[str] = []
+
+    def on_done(run_id: str, outcome: object) -> None:
+        seen.append(run_id)
+        raise ConnectionError("the store went away")  # serve's callback reads the store
+
+    async with LocalPool({"a": agent}, concurrency=1, on_done=on_done) as pool:
+        await pool.submit("r1", "a")
+        await pool.submit("r2", "a")
+        async with asyncio.timeout(10):
+            while len(seen) < 2:  # before, the one worker died with the first callback
+                await asyncio.sleep(0.01)
+    assert seen == ["r1", "r2"] and (await store.get("r2")).status == "finished"  # type: ignore[union-attr]
