@@ -22,8 +22,9 @@ FLOW = [
     "exceptions",
     "_schema.strictjson", "_schema.docstrings", "_schema.signature", "_schema.check", "_schema.notes",
     "parts", "messages", "cost", "context", "tools", "policy", "pending", "state", "events", "output",
-    "journal", "leases", "store",
+    "grounding", "journal", "leases", "store",
     "_loop.streams", "_loop.crash", "_loop.session", "_loop.turn", "_loop.pausing", "_loop.calls", "_loop.settings",
+    "_loop.answers",
     "_loop.children", "_loop.budgets", "_loop.resuming", "_loop.run", "_loop.result", "_loop.handoffs",
     "agent",
 ]  # fmt: skip

@@ -23,6 +23,7 @@ from .context import Context
 from .cost import Price
 from .events import Event
 from .exceptions import UserError
+from .grounding import Validator, check_validators
 from .messages import Message
 from .output import OutputSpec, with_output
 from .policy import Policy
@@ -72,6 +73,7 @@ class Agent:
         observers: Sequence[Observer] = (),
         output_type: Any = None,
         output_retries: int = 2,
+        output_validators: Sequence[Validator] = (),
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
@@ -91,6 +93,8 @@ class Agent:
                 raise UserError(f"two tools are named {t.name!r}")
             self.tools[t.name] = t
         self.output: OutputSpec | None = with_output(self.tools, output_type, output_retries)  # adds final_result
+        self.output_validators = check_validators(output_validators, output_retries)
+        self.output_retries = output_retries
         self.tool_list = tuple(self.tools.values())
         self.instructions = instructions
         self.name = name

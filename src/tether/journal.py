@@ -47,6 +47,7 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
+from .grounding import Outcome, RanCall
 from .messages import Message, Usage
 from .parts import part_bytes
 from .state import Decision, PendingCall, RunState, Status
@@ -110,6 +111,7 @@ class Journal:
         self.pending: dict[str, PendingCall] = {}  # insertion order = call order
         self.decisions: dict[str, Decision] = {}  # recorded in the journal
         self.call_ids: set[str] = set()  # every call id of the run: ids are unique within a run
+        self.ran: dict[str, RanCall] = {}  # every call that started, waited or finished: what validators see
         self.children: dict[str, RunState] = {}  # delegated call id -> the state its child run stopped in
         self.context = Context()  # the notebook, with every result written in call order
         self._results: dict[str, Message] = {}  # results of this turn not yet written
@@ -133,6 +135,7 @@ class Journal:
         j.paused_at = state.paused_at
         j.pending = {p.call.id: p for p in state.open_calls}
         j.call_ids = {c.id for m in state.messages for c in m.tool_calls}
+        j.ran = ran_in(state)
         j.decisions = {d.call_id: d for d in state.decisions}
         j.context = Context(state.messages)
         j._order = list(j.pending)
@@ -183,10 +186,14 @@ class Journal:
         # A decision is spent once its call starts: a retry allows one attempt, and an
         # approval was for the arguments shown, which the started call now records.
         self.decisions.pop(ev.call.id, None)
+        self.ran[ev.call.id] = RanCall(ev.call, "unknown")
         if ev.attempt == 1:
             self.tool_calls += 1
 
     def _tool_finished(self, ev: ToolFinished) -> None:
+        known = self.ran.get(ev.call_id) or self.pending.get(ev.call_id)
+        if known is not None:  # how it ended, with the arguments it ran with
+            self.ran[ev.call_id] = RanCall(known.call, _OUTCOMES.get(ev.error or "", "failed"), ev.result.text)
         self.pending.pop(ev.call_id, None)
         self.decisions.pop(ev.call_id, None)
         self.children.pop(ev.call_id, None)
@@ -201,11 +208,13 @@ class Journal:
         p = self.pending.get(ev.call.id)
         if p is not None and p.status == "proposed":
             self.pending[ev.call.id] = replace(p, status="awaiting-approval", note=ev.note)
+            self.ran[ev.call.id] = RanCall(ev.call, "waiting")
 
     def _question_asked(self, ev: QuestionAsked) -> None:
         p = self.pending.get(ev.call.id)
         if p is not None and p.status == "proposed":
             self.pending[ev.call.id] = replace(p, status="awaiting-answer")
+            self.ran[ev.call.id] = RanCall(ev.call, "waiting")
 
     def _handed_off(self, ev: HandedOff) -> None:
         self.agent = ev.agent
@@ -302,6 +311,22 @@ def still_inside(ev: ToolStarted) -> str:
         f"attempt {ev.attempt} was started at {when} by worker {ev.by} and never reported back: if that "
         "worker is stalled rather than dead, it may still complete this attempt, so a retry may repeat the effect"
     )
+
+
+_OUTCOMES: dict[str, Outcome] = {"": "finished", "denied": "denied", "skipped": "skipped"}  # else failed
+
+
+def ran_in(state: RunState) -> dict[str, RanCall]:
+    """The calls a snapshot shows (its notebook and open calls); the events tell more, e.g. a denial."""
+    results = {m.tool_call_id: m for m in state.messages if m.role == "tool"}
+    ran = {}
+    for call in (c for m in state.messages for c in m.tool_calls):
+        if (res := results.get(call.id)) is not None:
+            ran[call.id] = RanCall(call, "failed" if res.is_error else "finished", res.text)
+    for p in state.open_calls:
+        if p.status != "proposed":
+            ran[p.call.id] = RanCall(p.call, "unknown" if p.status == "started" else "waiting")
+    return ran
 
 
 def state_of(events: Iterable[Event]) -> RunState:

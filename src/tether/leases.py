@@ -138,6 +138,11 @@ class Holder:
         self._renewed_at = time.monotonic()
         self._renewal = asyncio.create_task(self._renew())
 
+    @property
+    def owner(self) -> str:
+        """The owner name of the lease held (empty before it is taken)."""
+        return self.lease.owner if self.lease is not None else ""
+
     def expired(self) -> bool:
         """Whether the run is lost (see the class docstring)."""
         return bool(self.lost)

@@ -50,6 +50,7 @@ from ..policy import ask, unique_call_ids
 from ..state import RunState
 from ..tools import Tool, missing_deps
 from . import crash
+from .answers import screened, text_ending
 from .budgets import Budget, Parent, cost_of
 from .calls import fit_result, run_call
 from .children import child_input, child_output, finished_child, previous_notebook, settle
@@ -157,9 +158,10 @@ class Run:
                 if over := spec.exhausted(self.journal.context):
                     yield await self.commit(over)
                 continue
-            if not reply.tool_calls:
-                yield await self.commit(Finished(reply.text, self.journal.usage))
-                return
+            if not reply.tool_calls:  # the answer, unless a validator sends it back
+                for ev in text_ending(self.agent, self.journal, reply.text):
+                    yield await self.commit(ev)
+                continue
             async for ev in self._act():
                 yield ev
 
@@ -220,9 +222,6 @@ class Run:
         self.journal = journal  # a store's journal already holds its decisions
         return [RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name, model=model_of(self.agent))]
 
-    def _owner(self) -> str:
-        return self.holder.lease.owner if self.holder is not None and self.holder.lease is not None else ""
-
     async def _hold(self, run_id: str) -> None:
         """Take the run's lease (with a store) and keep renewing it while the run streams."""
         if self.holder is not None:
@@ -252,7 +251,7 @@ class Run:
         run_id = ev.run_id if isinstance(ev, RunStarted) else self.journal.run_id
         expected, lease = self.journal.seq, self.holder.lease if self.holder is not None else None
         try:
-            if lease is not None and self.holder is not None and self.holder.expired():
+            if self.holder is not None and self.holder.expired():
                 raise self.holder.conflict()  # frozen past its lease: another worker may own the run now
             await self.store.append(run_id, [ev], expected_seq=expected, lease=lease)
         except asyncio.CancelledError:
@@ -326,7 +325,7 @@ class Run:
 
     async def _act(self) -> AsyncIterator[Event]:
         """Settle every open call of the turn: note, run, or wait for a human."""
-        steps = self._plan()
+        steps = screened(self.agent, self.journal, self._plan())
         for step in steps:
             if isinstance(step, Note):
                 yield await self.commit(step.event)
@@ -340,7 +339,7 @@ class Run:
                 yield await self.commit(stop)
                 return
             for step in todo:
-                yield await self.commit(ToolStarted(step.call, step.attempt, by=self._owner()))
+                yield await self.commit(ToolStarted(step.call, step.attempt, by=self.holder.owner if self.holder else ""))
             if len(todo) == 1 and self.cancel is None and todo[0].tool.agent is None:
                 yield await self._run_tool(todo[0])  # the common case, without a generator per call
             else:

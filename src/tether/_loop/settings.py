@@ -16,6 +16,7 @@ from ..context import Context
 from ..cost import Price
 from ..events import Event
 from ..exceptions import UserError
+from ..grounding import Validator
 from ..messages import Message
 from ..output import OutputSpec
 from ..policy import Policy
@@ -40,6 +41,8 @@ class Settings(Protocol):
     name: str
     instructions: str | Callable[[Invocation[Any]], str] | None
     output: OutputSpec | None  # set: the run ends by its terminal output tool with a typed value
+    output_validators: tuple[Validator, ...]  # see the run's journal; may send an answer back
+    output_retries: int  # how many answers a validator (or the output's schema) may send back
     policy: Policy
     tools: dict[str, Tool]
     tool_list: tuple[Tool, ...]
