@@ -338,8 +338,9 @@ class Run:
             if stop := self._over_budget(new_calls=sum(s.attempt == 1 for s in todo), in_turn=True):
                 yield await self.commit(stop)
                 return
+            by = self.holder.owner if self.holder is not None else ""  # who may still be inside a call that stalls
             for step in todo:
-                yield await self.commit(ToolStarted(step.call, step.attempt, by=self.holder.owner if self.holder else ""))
+                yield await self.commit(ToolStarted(step.call, step.attempt, by=by))
             if len(todo) == 1 and self.cancel is None and todo[0].tool.agent is None:
                 yield await self._run_tool(todo[0])  # the common case, without a generator per call
             else:
