@@ -50,6 +50,7 @@ PACKAGES = {
     "stores": "stores",
     "toolkits": "toolkits",
     "mcp": "toolkits",
+    "codeact": "toolkits",
     "strategies": "patterns",
     "dispatch": "scale",
     "evals": "evals",

@@ -97,3 +97,11 @@ def test_no_file_refers_to_a_document_outside_the_repository() -> None:
                 if OUTSIDE.search(line):
                     found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert found == []
+
+
+@pytest.mark.sandbox
+def test_code_actions_example() -> None:
+    out = _run("examples/code_actions.py")
+    assert out.returncode == 0, out.stderr
+    assert "paused on issue_refund" in out.stdout and "answer: refunded 17 EUR on A3" in out.stdout
+    assert "ran: ['read_report', 'save_summary', 'issue_refund']" in out.stdout

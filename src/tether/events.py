@@ -30,6 +30,7 @@ from .state import Decision, RunState
 
 __all__ = [
     "PERSISTED",
+    "RESERVED_LABELS",
     "TERMINAL",
     "ApprovalDecided",
     "ApprovalRequested",
@@ -81,6 +82,11 @@ ErrorKind = Literal[
     "unknown-tool", "bad-json", "invalid-arguments", "raised", "timeout", "denied", "skipped", "stopped"
 ]
 PauseReason = Literal["approval", "outcome-unknown", "question"]
+
+
+RESERVED_LABELS = frozenset(("session", "continues"))
+"""The labels (``RunStarted.meta``) only tether sets: which session a run belongs to and which of its runs it
+continues. Every face refuses them from a caller: a run given them would be spliced into that session."""
 
 
 @dataclass(frozen=True, slots=True)

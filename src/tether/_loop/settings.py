@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from ..context import Context
 from ..cost import Price
-from ..events import Event
+from ..events import RESERVED_LABELS, Event
 from ..exceptions import UserError
 from ..grounding import Validator
 from ..messages import Message
@@ -96,10 +96,6 @@ def require_deps(agent: Settings, deps: Any) -> None:
     """A tool that declares ``Invocation[D]`` needs deps: without them, :class:`UserError` naming it."""
     if why := missing_deps(agent.tool_list, deps):
         raise UserError(why)
-
-
-RESERVED_LABELS = frozenset(("session", "continues"))
-"""The labels only tether sets: which session a run belongs to and which of its runs it continues."""
 
 
 def labels(meta: Mapping[str, str] | None) -> dict[str, str]:
