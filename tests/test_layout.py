@@ -26,7 +26,7 @@ FLOW = [
     "_loop.streams", "_loop.crash", "_loop.session", "_loop.turn", "_loop.pausing", "_loop.calls", "_loop.settings",
     "_loop.answers",
     "_loop.children", "_loop.budgets", "_loop.resuming", "_loop.run", "_loop.result", "_loop.handoffs",
-    "agent",
+    "instructions", "skills", "agent",
 ]  # fmt: skip
 """The core in the order data flows through one run: each module imports only modules before it."""
 
@@ -48,6 +48,7 @@ PACKAGES = {
     "providers": "brains",
     "brains": "brains",
     "stores": "stores",
+    "longterm": "stores",
     "toolkits": "toolkits",
     "mcp": "toolkits",
     "codeact": "toolkits",

@@ -43,7 +43,7 @@ from ..events import (
 )
 from ..exceptions import LeaseConflict, ProviderError, StoreError, UserError
 from ..journal import Journal
-from ..leases import Holder
+from ..leases import Holder, late
 from ..messages import Message
 from ..parts import check_notebook
 from ..pending import child_run_id
@@ -252,6 +252,8 @@ class Run:
         run_id = ev.run_id if isinstance(ev, RunStarted) else self.journal.run_id
         expected, lease = self.journal.seq, self.holder.lease if self.holder is not None else None
         try:
+            if self.holder is not None and self.holder.expired():
+                raise self.holder.conflict()  # frozen past its lease: another worker may own the run now
             await self.store.append(run_id, [ev], expected_seq=expected, lease=lease)
         except asyncio.CancelledError:
             # Cancelled mid-write: learn whether it landed, so the journal matches the store.
@@ -262,6 +264,7 @@ class Run:
         except StoreError as exc:
             self.ended = True  # the journal can no longer be trusted to advance
             if isinstance(exc, LeaseConflict) or not self.journal.run_id:
+                late(run_id, ev, exc)  # a tool's result after the run was lost: logged, never reported
                 raise  # another worker owns the run, or there is no run to resume yet
             self.failure = Failed(
                 f"the run store failed, so the run stopped at its last commit (resume it once the store "
@@ -336,8 +339,9 @@ class Run:
             if stop := self._over_budget(new_calls=sum(s.attempt == 1 for s in todo), in_turn=True):
                 yield await self.commit(stop)
                 return
+            by = self.holder.owner if self.holder is not None else ""  # who may still be inside a call that stalls
             for step in todo:
-                yield await self.commit(ToolStarted(step.call, step.attempt))
+                yield await self.commit(ToolStarted(step.call, step.attempt, by=by))
             if len(todo) == 1 and self.cancel is None and todo[0].tool.agent is None:
                 yield await self._run_tool(todo[0])  # the common case, without a generator per call
             else:
@@ -413,7 +417,8 @@ class Run:
 
     async def _run_tool(self, step: Execute) -> Event:
         """Run one tool call; what it returned (or how it failed) is committed as its result."""
-        return await self.commit(await run_call(step, self.journal.run_id, self.budget.deadline, self.deps))
+        call = run_call(step, self.journal.run_id, self.budget.deadline, self.deps)
+        return await self.commit(await (call if self.holder is None else self.holder.guard(call)))
 
     # -- runs inside runs --------------------------------------------------
 
