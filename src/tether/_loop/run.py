@@ -380,9 +380,7 @@ class Run:
         approvers = (*(self.parent.approvers if self.parent else ()), *((agent.approver,) if agent.approver else ()))
 
         def gate(tool: Tool, args: dict[str, Any]) -> bool | str:  # the tool's gate, then every approver up the tree
-            if tool.needs_approval(args, ctx):
-                return True
-            return next((said for approve in approvers if (said := approve(tool, args, ctx))), False)
+            return tool.needs_approval(args, ctx) or next((s for a in approvers if (s := a(tool, args, ctx))), False)
 
         return [plan(p, agent.tools, j.decisions.get(p.call.id), gate) for p in j.pending.values()]
 
