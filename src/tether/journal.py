@@ -23,6 +23,7 @@ are in at that point, in call order; the rest follow when they come.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -181,7 +182,8 @@ class Journal:
     def _tool_started(self, ev: ToolStarted) -> None:
         p = self.pending.get(ev.call.id)
         if p is not None:  # the started call carries the arguments it really ran with
-            self.pending[ev.call.id] = PendingCall(ev.call, "started", ev.attempt, p.note, p.path, p.where)
+            note = still_inside(ev) if ev.by else p.note  # who may still be inside it, if it never reports back
+            self.pending[ev.call.id] = PendingCall(ev.call, "started", ev.attempt, note, p.path, p.where)
         # A decision is spent once its call starts: a retry allows one attempt, and an
         # approval was for the arguments shown, which the started call now records.
         self.decisions.pop(ev.call.id, None)
@@ -293,6 +295,22 @@ _FOLDS: dict[str, Callable[[Journal, Any], None]] = {
     "paused": Journal._paused,
     "cancelled": Journal._cancelled,
 }
+
+
+def still_inside(ev: ToolStarted) -> str:
+    """What a person deciding on a call that never reported back must know: the first attempt may
+    not be over. A worker that froze (SIGSTOP, a paused VM) past its lease and wakes up later can
+    still finish it, so a retry may make its effect happen twice.
+
+    >>> from tether.messages import ToolCall
+    >>> still_inside(ToolStarted(ToolCall("c1", "send", "{}"), 1, 0.0, "h:m:42:ab"))[:60]
+    'attempt 1 was started at 1970-01-01 00:00:00 UTC by worker h'
+    """
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ev.at))
+    return (
+        f"attempt {ev.attempt} was started at {when} by worker {ev.by} and never reported back: if that "
+        "worker is stalled rather than dead, it may still complete this attempt, so a retry may repeat the effect"
+    )
 
 
 _OUTCOMES: dict[str, Outcome] = {"": "finished", "denied": "denied", "skipped": "skipped"}  # else failed

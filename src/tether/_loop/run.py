@@ -43,9 +43,10 @@ from ..events import (
 )
 from ..exceptions import LeaseConflict, ProviderError, StoreError, UserError
 from ..journal import Journal
-from ..leases import Holder
+from ..leases import Holder, late
 from ..messages import Message
 from ..parts import check_notebook
+from ..pending import child_run_id
 from ..policy import ask, unique_call_ids
 from ..state import RunState
 from ..tools import Tool, missing_deps
@@ -251,6 +252,8 @@ class Run:
         run_id = ev.run_id if isinstance(ev, RunStarted) else self.journal.run_id
         expected, lease = self.journal.seq, self.holder.lease if self.holder is not None else None
         try:
+            if self.holder is not None and self.holder.expired():
+                raise self.holder.conflict()  # frozen past its lease: another worker may own the run now
             await self.store.append(run_id, [ev], expected_seq=expected, lease=lease)
         except asyncio.CancelledError:
             # Cancelled mid-write: learn whether it landed, so the journal matches the store.
@@ -261,6 +264,7 @@ class Run:
         except StoreError as exc:
             self.ended = True  # the journal can no longer be trusted to advance
             if isinstance(exc, LeaseConflict) or not self.journal.run_id:
+                late(run_id, ev, exc)  # a tool's result after the run was lost: logged, never reported
                 raise  # another worker owns the run, or there is no run to resume yet
             self.failure = Failed(
                 f"the run store failed, so the run stopped at its last commit (resume it once the store "
@@ -335,8 +339,9 @@ class Run:
             if stop := self._over_budget(new_calls=sum(s.attempt == 1 for s in todo), in_turn=True):
                 yield await self.commit(stop)
                 return
+            by = self.holder.owner if self.holder is not None else ""  # who may still be inside a call that stalls
             for step in todo:
-                yield await self.commit(ToolStarted(step.call, step.attempt))
+                yield await self.commit(ToolStarted(step.call, step.attempt, by=by))
             if len(todo) == 1 and self.cancel is None and todo[0].tool.agent is None:
                 yield await self._run_tool(todo[0])  # the common case, without a generator per call
             else:
@@ -374,8 +379,8 @@ class Run:
 
         approvers = (*(self.parent.approvers if self.parent else ()), *((agent.approver,) if agent.approver else ()))
 
-        def gate(tool: Tool, args: dict[str, Any]) -> bool:  # the tool's gate, then every approver up the tree
-            return tool.needs_approval(args, ctx) or any(approve(tool, args, ctx) for approve in approvers)
+        def gate(tool: Tool, args: dict[str, Any]) -> bool | str:  # the tool's gate, then every approver up the tree
+            return tool.needs_approval(args, ctx) or next((s for a in approvers if (s := a(tool, args, ctx))), False)
 
         return [plan(p, agent.tools, j.decisions.get(p.call.id), gate) for p in j.pending.values()]
 
@@ -410,7 +415,8 @@ class Run:
 
     async def _run_tool(self, step: Execute) -> Event:
         """Run one tool call; what it returned (or how it failed) is committed as its result."""
-        return await self.commit(await run_call(step, self.journal.run_id, self.budget.deadline, self.deps))
+        call = run_call(step, self.journal.run_id, self.budget.deadline, self.deps)
+        return await self.commit(await (call if self.holder is None else self.holder.guard(call)))
 
     # -- runs inside runs --------------------------------------------------
 
@@ -418,7 +424,7 @@ class Run:
         """Run (or resume) the call's child run; its events show here, its ending settles the call."""
         child_agent: Settings = step.tool.agent
         call = step.call
-        child_id = f"{self.journal.run_id}/{call.id}"
+        child_id = child_run_id(self.journal.run_id, call.id)
         if (finished := await finished_child(self.store, child_id)) is not None:  # then its parent was killed
             yield await self.commit(settle(call, child_agent.name, finished, child_output(child_agent, finished)))
             return
