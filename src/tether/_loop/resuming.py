@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from ..events import Event
 from ..exceptions import LeaseConflict, StateError, StateIncompatible, StateTampered, UserError
 from ..journal import Journal
 from ..state import RunState
@@ -54,8 +55,8 @@ def driver(state: RunState, agent: Settings, root: Settings) -> Settings:
     return found
 
 
-async def stored_journal(store: RunStore | None, run_id: str) -> Journal:
-    """The journal of a run to resume by id: it must be in the store and not cancelled for good."""
+async def stored_journal(store: RunStore | None, run_id: str) -> tuple[Journal, list[Event]]:
+    """The journal of a run to resume by id, and its events: it must be in the store and not cancelled for good."""
     if store is None:
         raise UserError("resuming by run_id needs an agent with a store")
     events = await store.load(run_id)
@@ -64,7 +65,7 @@ async def stored_journal(store: RunStore | None, run_id: str) -> Journal:
     journal = Journal.of(events)
     if journal.closed:
         raise StateError(f"run {run_id!r} was cancelled for good and cannot be resumed")
-    return journal
+    return journal, events
 
 
 async def check_against_store(store: RunStore, state: RunState) -> Journal:

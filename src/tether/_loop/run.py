@@ -99,6 +99,7 @@ class Run:
         self.ended = False
         self.limit: str | None = None
         self.lock = asyncio.Lock()
+        self.fresh: RunStarted | None = None  # a stored run-started this segment begins with (see _load)
         self.failure: Failed | None = None  # the store failed: how the run ended, not committed
         self._notebooks: dict[str, Context] = {}  # finished children's notebooks, for tools that continue them
         self.watchers = [o.watch(agent) for o in agent.observers]  # none, unless observers were given
@@ -182,6 +183,10 @@ class Run:
         self.ended = bool(missing_deps(self.agent.tool_list, self.deps))  # then nothing is committed
         require_deps(self.agent, self.deps)  # the agent driving a resumed run may be another (a handoff)
         out = [await self.commit(ev) for ev in first]
+        if self.fresh is not None:  # already committed: only shown
+            out = [self.fresh]
+            for w in self.watchers:
+                w.event(self.fresh)
         self.budget.start_counting(self.agent, self.journal)
         return out
 
@@ -213,11 +218,14 @@ class Run:
 
     async def _load(self) -> list[Event]:
         assert self.run_id is not None
-        journal = await stored_journal(self.store, self.run_id)
+        journal, events = await stored_journal(self.store, self.run_id)
         state = journal.snapshot()
         check_resumable(state, self.fingerprint, self.key, trusted=True, child=self.parent is not None)
         self.agent = driver(state, self.agent, self.root)
         self.journal = journal  # a store's journal already holds its decisions
+        if len(events) == 1 and isinstance(events[0], RunStarted):  # started elsewhere (a server), never advanced:
+            self.fresh = events[0]  # its run-started is this segment's; a second would say it resumed
+            return []
         return [RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name, model=model_of(self.agent))]
 
     async def _hold(self, run_id: str) -> None:

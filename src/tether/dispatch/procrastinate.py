@@ -36,6 +36,7 @@ from typing import Any
 
 from ..agent import Agent, RunResult
 from ..exceptions import LeaseConflict, StateError, UserError, import_extra
+from ._deps import DepsFactory, deps_for, record_stuck, refuse_missing, transient
 from ._sweeper import Sweeper, runnable
 
 __all__ = ["ProcrastinateDispatcher"]
@@ -55,7 +56,8 @@ class ProcrastinateDispatcher:
     ``agents`` are the agents this process can advance (a process that only
     submits, such as ``tether serve --workers 0``, may pass none). Runs that end
     ``failed`` on a provider error are tried again after ``retry_after``
-    seconds, up to ``retries`` times.
+    seconds, up to ``retries`` times. ``deps`` makes each run's dependencies
+    (:mod:`tether.dispatch._deps`); an agent that needs them is refused without it.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class ProcrastinateDispatcher:
         queue: str = "tether",
         retry_after: float = 60.0,
         retries: int = 3,
+        deps: DepsFactory | None = None,
     ) -> None:
         pc = _procrastinate()
         if not schema.replace("_", "").isalnum():
@@ -77,6 +80,8 @@ class ProcrastinateDispatcher:
             if agent.store is None:
                 raise UserError(f"agent {name!r} has no store: a worker resumes runs from a store")
         self.retry_after, self.retries = retry_after, retries
+        refuse_missing(self.agents, deps)  # at start, not run by run
+        self.deps = deps
         connector = pc.PsycopgConnector(conninfo=dsn, kwargs={"options": f"-c search_path={schema}"}, max_size=8)
         self.app = pc.App(connector=connector)
         self._task = self.app.task(name=TASK, queue=queue)(self._advance)
@@ -85,7 +90,12 @@ class ProcrastinateDispatcher:
 
     @classmethod
     def for_store(
-        cls, url: str, agents: Mapping[str, Agent] | None = None, *, schema: str = "tether_queue"
+        cls,
+        url: str,
+        agents: Mapping[str, Agent] | None = None,
+        *,
+        schema: str = "tether_queue",
+        deps: DepsFactory | None = None,
     ) -> ProcrastinateDispatcher:
         """The queue on the PostgreSQL of the store at ``url`` (``postgresql://...?schema=...``).
 
@@ -96,7 +106,7 @@ class ProcrastinateDispatcher:
 
         if not url.startswith(("postgresql://", "postgres://")):
             raise UserError("workers share the store's PostgreSQL: give a postgresql://... store URL")
-        return cls(open_store(url).dsn, agents, schema=schema)  # type: ignore[attr-defined]
+        return cls(open_store(url).dsn, agents, schema=schema, deps=deps)  # type: ignore[attr-defined]
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -175,9 +185,16 @@ class ProcrastinateDispatcher:
             return  # still waiting for a person: a late or duplicate job leaves the run as it is
         self.in_flight.add(run_id)
         try:
-            result = await self.agents[agent].run(run_id=run_id)
+            deps = await deps_for(self.deps, store, run_id, agent)
+            result = await self.agents[agent].run(run_id=run_id, deps=deps)
         except (LeaseConflict, StateError) as exc:  # a live worker has it, or there is nothing to do
             log.debug("run %r not advanced: %s", run_id, exc)
+            return
+        except Exception as exc:  # it cannot advance here: say so in the run, not only in this log
+            if transient(exc):
+                raise  # the store or the network: the job fails, the sweeper submits the run again
+            log.error("run %r could not be advanced: %s: %s", run_id, type(exc).__name__, exc)
+            await record_stuck(store, run_id, exc)
             return
         except asyncio.CancelledError:  # shutting down: the run ended resumable; hand it on
             await asyncio.shield(self._hand_on(run_id, agent))

@@ -48,6 +48,9 @@ class StartRun(_Body):
     input: str = Field(min_length=1, max_length=200_000, description="The task, in plain words.")
     run_id: str | None = Field(default=None, pattern=RUN_ID, description="Your own id for the run (idempotent).")
     meta: dict[str, str] = Field(default_factory=dict, max_length=50, description="Labels kept with the run.")
+    inputs: dict[str, Any] = Field(
+        default_factory=dict, description="JSON the server's deps factory makes the run's dependencies from."
+    )
 
 
 PAYLOADS: dict[Payload, dict[str, Any]] = {
