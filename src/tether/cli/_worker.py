@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from ..exceptions import UserError
+from ..exceptions import TetherError, UserError
 
 __all__ = ["worker"]
 
@@ -50,8 +50,13 @@ def worker(
 
     tune_gc()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    click.echo(f"tether worker: {', '.join(dispatcher.agents)} over {_redacted(store)}, {concurrency} at a time")
-    asyncio.run(_work(dispatcher, opened, concurrency, sweep_every))
+    said = f"tether worker: {', '.join(dispatcher.agents)} over {_redacted(store)}, {concurrency} at a time"
+    try:
+        asyncio.run(_work(dispatcher, opened, concurrency, sweep_every, said))
+    except (TetherError, OSError) as exc:  # the database cannot be reached or does not exist
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        click.echo(f"error: the worker could not start: {first} (check --store)", err=True)
+        sys.exit(2)
 
 
 def _dispatcher(apps: tuple[str, ...], url: str, schema: str, concurrency: int, deps: str | None) -> tuple[Any, Any]:
@@ -76,13 +81,16 @@ def _dispatcher(apps: tuple[str, ...], url: str, schema: str, concurrency: int, 
     return ProcrastinateDispatcher.for_store(url, agents, schema=schema, deps=load_deps(deps)), opened
 
 
-async def _work(dispatcher: Any, store: Any, concurrency: int, sweep_every: float) -> None:
+async def _work(dispatcher: Any, store: Any, concurrency: int, sweep_every: float, said: str) -> None:
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
     try:
+        await dispatcher.open()  # connected before it says it works
+        await store.list_runs(limit=1)
+        click.echo(said)
         await dispatcher.work(concurrency=concurrency, sweep_every=sweep_every)
     except asyncio.CancelledError:
         click.echo("tether worker: stopped; its runs were queued again", err=True)

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..agent import Agent, RunResult
-from ..exceptions import LeaseConflict, StateError, UserError, import_extra
+from ..exceptions import LeaseConflict, StateError, StoreError, UserError, import_extra
 from ._deps import DepsFactory, deps_for, record_stuck, refuse_missing, transient
 from ._sweeper import Sweeper, runnable
 
@@ -113,7 +113,12 @@ class ProcrastinateDispatcher:
     async def open(self) -> ProcrastinateDispatcher:
         """Connect, and create the queue's schema if it is not there yet (idempotent)."""
         if not self._opened:
-            await self._ensure_schema()
+            import psycopg
+
+            try:
+                await self._ensure_schema()
+            except psycopg.OperationalError as exc:  # no server, no database, wrong password: one line
+                raise StoreError(f"cannot connect to the queue's PostgreSQL: {str(exc).strip()}") from exc
             await self.app.open_async()
             self._opened = True
         return self
