@@ -200,8 +200,11 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, session=session, deps=deps))
-        raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
+            pass  # no loop: ours (outside the except block, so the run's own errors are not chained to this probe)
+        else:
+            said = "run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)"
+            raise UserError(said)
+        return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, session=session, deps=deps))
 
     output_of = output_of  # a finished run's output, rebuilt from its state or events (tether._loop.result.output_of)
 

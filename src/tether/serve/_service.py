@@ -206,7 +206,7 @@ class Service:
             )
         if choice.verdict not in item.verdicts:
             raise ApiError(
-                422, "wrong-verdict", f"a {item.kind} item takes {' or '.join(item.verdicts)}, not {choice.verdict}"
+                422, "wrong-verdict", f"{_a(item.kind)} item takes {' or '.join(item.verdicts)}, not {choice.verdict}"
             )
         return item
 
@@ -225,6 +225,11 @@ class Service:
                 tool.validate(choice.args or {})
         except ArgumentsInvalid as exc:
             raise ApiError(422, "invalid-answer" if answers else "invalid-arguments", str(exc)) from None
+
+
+def _a(word: str) -> str:
+    """``word`` with its indefinite article: "an approval", "a question"."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
 
 def _keyed_id(key: str) -> str:
