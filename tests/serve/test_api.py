@@ -33,7 +33,7 @@ def test_a_run_started_over_the_api_pauses_is_approved_and_finishes(served: Serv
         assert decided.status_code == 200, decided.text
         done = wait_run(c, run["run_id"], "finished")
     assert done["output"] == "Done: $79 refunded to the original card for A1234."
-    assert "a human said approve" in done["trace"]
+    assert "said approve" in done["trace"]
     assert [line[0] for line in served.oracle_lines()] == ["issue_refund"]
 
 

@@ -188,7 +188,7 @@ def finish(outcome: Outcome, settings: Settings) -> NoReturn:
 @handle_errors
 def runs(status: str | None, limit: int, as_json: bool, **opts: Any) -> None:
     """List runs, most recently updated first."""
-    with Session(load_settings(**opts), create=False) as session:
+    with Session(load_settings(**opts, reading=True), create=False) as session:
         infos = session.run(session.store.list_runs(status=status, limit=limit))
         events = {i.run_id: session.run(session.store.load(i.run_id)) for i in infos}
     if as_json:
@@ -248,7 +248,7 @@ def short(text: str, width: int) -> str:
 @handle_errors
 def show(run_id: str, as_json: bool, **opts: Any) -> None:
     """A run's trace, and the calls waiting for a decision with their full arguments."""
-    with Session(load_settings(**opts), create=False) as session:
+    with Session(load_settings(**opts, reading=True), create=False) as session:
         rid = resolve(session, run_id)
         events = session.run(session.store.load(rid))
         tree = session.run(load_tree(session.store, rid)) if events else None
@@ -257,11 +257,12 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
             click.echo(json_line(to_dict(ev)))
         return
     state = state_of(events)
+    name = next((ev.agent for ev in events if isinstance(ev, RunStarted) and ev.agent), "agent")
     say(
-        f"run {rid}  status: {state.status}  events: {len(events)}  "
+        f"run {rid}  status: {state.status}  agent: {name}  events: {len(events)}  "
         f"steps: {state.steps}  tool calls: {state.tool_calls}"
     )
-    renderer = PlainRenderer()
+    renderer = PlainRenderer(name=name)  # the story names the agent as it is named, not "agent"
     for ev in events:
         renderer.event(ev)
     say("\n".join(steps_report(events)))

@@ -85,8 +85,14 @@ def load_settings(
     max_steps: int | None = None,
     unsafe_no_sandbox: bool = False,
     env: Mapping[str, str] | None = None,
+    reading: bool = False,
 ) -> Settings:
-    """Merge flags, environment and config files (first one that sets a key wins)."""
+    """Merge flags, environment and config files (first one that sets a key wins).
+
+    ``reading``: the command runs no agent (``runs``, ``show``, the decisions); a store that lies in
+    the workspace is then refused only when an agent of the command line works there (it has a
+    ``.tether/``), so a store a program of yours made in its own directory can be read and decided.
+    """
     env = dict(os.environ) if env is None else dict(env)
     ws = workspace_dir(workspace or os.getcwd())
     files = [read_config(ws / STATE_DIR / "config.toml"), read_config(user_config_path(env))]
@@ -105,7 +111,8 @@ def load_settings(
 
     steps = max_steps if max_steps is not None else pick("max_steps")
     store_url = pick("store") or default_store_url(ws)
-    check_store(ws, store_url)
+    if not reading or (ws / STATE_DIR).is_dir():
+        check_store(ws, store_url)
     flags["workspace"] = workspace
     return Settings(
         workspace=ws,

@@ -166,6 +166,13 @@ class Session:
 
     def resume(self, run_id: str, renderer: Renderer) -> Outcome:
         agent = self.agent_for(self.run(self.settings_of(run_id)))
+        events = self.run(self.store.load(run_id))
+        first = events[0] if events and isinstance(events[0], RunStarted) else None
+        if first is not None and "key_id" not in first.meta and first.fingerprint != agent.fingerprint:
+            raise ConfigError(
+                f"run {run_id!r} was started by another program (agent {first.agent!r}) with other tools than the "
+                f"command line's agent: resume it in that program, agent.run(run_id={run_id!r})"
+            )
         return self.run(self.drive(lambda: agent.stream(run_id=run_id), renderer))
 
     def settle(self, outcome: Outcome, renderer: Renderer, ask: Asker | None) -> Outcome:
