@@ -171,7 +171,9 @@ def finish(outcome: Outcome, settings: Settings) -> NoReturn:
     if outcome.status in ("paused", "needs-decision") and outcome.state is not None:
         say(pause_hint(outcome.state, outcome.call_ids, where), err=True)
     elif outcome.status == "failed":
-        say(f"error: run {rid} failed: {outcome.reason}\n  continue it with: tether resume {rid}{where}", err=True)
+        bigger = " --context-size 16384" if "context size" in outcome.reason.lower() else ""  # llama.cpp's overflow
+        hint = f"continue it with: tether resume {rid}{where}{bigger}"
+        say(f"error: run {rid} failed: {outcome.reason}\n  {hint}", err=True)
     elif outcome.status != "finished":
         say(f"run {rid} stopped ({outcome.status}): {outcome.reason}", err=True)
     sys.exit(EXIT.get(outcome.status, 1))

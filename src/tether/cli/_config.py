@@ -36,7 +36,10 @@ if TYPE_CHECKING:
     from ..stores import RunStore
     from ..tools import Tool
 
-CONFIG_KEYS = frozenset(("model", "base_url", "api_key_env", "store", "instructions", "max_steps", "mcp"))
+CONFIG_KEYS = frozenset(
+    ("model", "base_url", "api_key_env", "store", "instructions", "max_steps", "context_size", "mcp")
+)
+INT_KEYS = frozenset(("max_steps", "context_size"))
 RECORDED = {"model": "--model", "base_url": "--base-url", "api_key_env": "--api-key-env", "workspace": "--workspace"}
 PROVIDERS = ("openai", "anthropic", "local", "scripted")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -70,6 +73,7 @@ class Settings:
     api_key_env: str | None = None
     instructions: str | None = None
     max_steps: int = 20
+    context_size: int | None = None  # the offline model's context window, in tokens
     unsafe_no_sandbox: bool = False
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
     given: frozenset[str] = frozenset()  # the RECORDED settings given as flags
@@ -83,6 +87,7 @@ def load_settings(
     base_url: str | None = None,
     api_key_env: str | None = None,
     max_steps: int | None = None,
+    context_size: int | None = None,
     unsafe_no_sandbox: bool = False,
     env: Mapping[str, str] | None = None,
     reading: bool = False,
@@ -110,6 +115,7 @@ def load_settings(
         return None
 
     steps = max_steps if max_steps is not None else pick("max_steps")
+    window = context_size if context_size is not None else pick("context_size")
     store_url = pick("store") or default_store_url(ws)
     if not reading or (ws / STATE_DIR).is_dir():
         check_store(ws, store_url)
@@ -122,6 +128,7 @@ def load_settings(
         api_key_env=pick("api_key_env"),
         instructions=pick("instructions"),
         max_steps=int(steps) if steps is not None else 20,
+        context_size=int(window) if window is not None else None,
         unsafe_no_sandbox=unsafe_no_sandbox,
         env=env,
         given=frozenset(name for name in RECORDED if flags.get(name)),
@@ -156,7 +163,7 @@ def read_config(path: Path) -> dict[str, Any]:
     for key, value in data.items():
         if key == "mcp":  # [mcp.servers.NAME] tables, checked by tether.cli._mcp
             continue
-        kind = int if key == "max_steps" else str
+        kind = int if key in INT_KEYS else str
         if not isinstance(value, kind) or isinstance(value, bool):
             names = {"int": "an integer", "str": "a string", "bool": "true or false"}
             raise ConfigError(
@@ -264,12 +271,14 @@ def parse_model(text: str | None, base_url: str | None = None) -> ModelSpec:
 def make_policy(settings: Settings) -> Policy:
     """The brain the settings name, or ConfigError saying what is missing."""
     spec = parse_model(settings.model, settings.base_url)
+    if settings.context_size is not None and spec.provider != "local":
+        raise ConfigError(f"--context-size (context_size) sets the offline local model's window; {spec.text} is not it")
     if spec.provider == "scripted":
         from ._scripted import load_script
 
         return load_script(spec.name)
     if spec.provider == "local":
-        return _local_model(spec)
+        return _local_model(spec, settings.context_size)
     preset = PRESETS.get(spec.provider) if spec.provider != "openai" else None  # groq:, ollama:...
     default = "https://api.anthropic.com" if spec.provider == "anthropic" else OPENAI_URL
     base_url = settings.base_url or (preset.base_url if preset else default)
@@ -313,7 +322,7 @@ def _construct(provider: Any, spec: ModelSpec, kwargs: dict[str, Any]) -> Policy
         raise ConfigError(str(exc)) from None
 
 
-def _local_model(spec: ModelSpec) -> Policy:
+def _local_model(spec: ModelSpec, context_size: int | None) -> Policy:
     """The offline model, checked now (runtime and weights) rather than at the first turn."""
     import importlib
 
@@ -323,6 +332,8 @@ def _local_model(spec: ModelSpec) -> Policy:
     except ImportError as exc:
         raise ConfigError(_missing_extra("local", exc)) from None
     kwargs: dict[str, Any] = {"threads": 1}
+    if context_size is not None:  # a long task overflows the default 8192 tokens
+        kwargs["context_size"] = context_size
     if spec.name:
         kwargs["model"] = spec.name
     try:
