@@ -15,6 +15,7 @@ goes through :func:`~tether.cli._render.visible` (or ``json_line``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -176,6 +177,10 @@ def finish(outcome: Outcome, settings: Settings) -> NoReturn:
         say(f"error: run {rid} failed: {outcome.reason}\n  {hint}", err=True)
     elif outcome.status != "finished":
         say(f"run {rid} stopped ({outcome.status}): {outcome.reason}", err=True)
+    if outcome.status == "cancelled":  # Ctrl-C: its end is committed; a model thread still reading a prompt
+        sys.stdout.flush()  # is not waited for (the offline model cannot stop before its first token)
+        sys.stderr.flush()
+        os._exit(EXIT["cancelled"])
     sys.exit(EXIT.get(outcome.status, 1))
 
 

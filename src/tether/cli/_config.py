@@ -339,6 +339,7 @@ def _local_model(spec: ModelSpec, context_size: int | None) -> Policy:
     try:
         model = LocalModel(**kwargs)
         model.path()  # assembles and verifies the weights once; fails if they are missing
+        model.load()  # now, not in the first turn: loading holds the GIL, so a Ctrl-C there would wait for it
     except UserError as exc:
         raise ConfigError(str(exc)) from None
     return model

@@ -24,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -236,8 +238,14 @@ class _CtrlC:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def _interrupt(self) -> None:
+        if self.pressed:  # a second Ctrl-C: leave now; the run is resumable (its lease lapses, or it was cancelled)
+            sys.stderr.write("\nstopped; the run can be resumed (tether resume)\n")
+            sys.stderr.flush()
+            os._exit(130)
         if self.armed and self.task is not None:
             self.pressed += 1
+            sys.stderr.write("\nstopping… (Ctrl-C again to quit at once)\n")  # said at once, before the model stops
+            sys.stderr.flush()
             self.task.cancel()
 
     def consume(self) -> bool:
