@@ -31,10 +31,12 @@ CAP = 180.0
 def one(src: str, wait: float) -> tuple[float, float]:
     """(seconds to "stopping…" or -1, seconds to exit) for one run with the code in ``src``."""
     work = Path(tempfile.mkdtemp(prefix="ctrlc-"))
-    env = {**os.environ, "PYTHONPATH": src, "TERM": "xterm", "HOME": str(work)}
+    (work / "home").mkdir()
+    (work / "ws").mkdir()
+    env = {**os.environ, "PYTHONPATH": src, "TERM": "xterm", "HOME": str(work / "home")}
     env["TETHER_CACHE"] = os.environ.get("TETHER_CACHE") or str(Path.home() / ".cache" / "tether")
     tether = str(Path(sys.executable).parent / "tether")
-    child = pexpect.spawn(tether, ["run", TASK], cwd=str(work), env=env, encoding="utf-8", timeout=300)
+    child = pexpect.spawn(tether, ["run", TASK], cwd=str(work / "ws"), env=env, encoding="utf-8", timeout=300)
     try:
         child.expect_exact("is thinking")
         time.sleep(wait)
