@@ -22,10 +22,11 @@ FLOW = [
     "exceptions",
     "_schema.strictjson", "_schema.docstrings", "_schema.signature", "_schema.check", "_schema.notes",
     "parts", "messages", "cost", "context", "tools", "policy", "pending", "state", "events", "output",
-    "journal", "leases", "store",
+    "grounding", "journal", "leases", "store",
     "_loop.streams", "_loop.crash", "_loop.session", "_loop.turn", "_loop.pausing", "_loop.calls", "_loop.settings",
+    "_loop.answers",
     "_loop.children", "_loop.budgets", "_loop.resuming", "_loop.run", "_loop.result", "_loop.handoffs",
-    "agent",
+    "instructions", "skills", "agent",
 ]  # fmt: skip
 """The core in the order data flows through one run: each module imports only modules before it."""
 
@@ -47,8 +48,10 @@ PACKAGES = {
     "providers": "brains",
     "brains": "brains",
     "stores": "stores",
+    "longterm": "stores",
     "toolkits": "toolkits",
     "mcp": "toolkits",
+    "codeact": "toolkits",
     "strategies": "patterns",
     "dispatch": "scale",
     "evals": "evals",

@@ -23,9 +23,11 @@ from .context import Context
 from .cost import Price
 from .events import Event
 from .exceptions import UserError
+from .grounding import Validator, check_validators
 from .messages import Message
 from .output import OutputSpec, with_output
 from .policy import Policy
+from .skills import SkillFolder, skill_set
 from .state import RunState
 from .store import RunStore
 from .tools import Invocation, Tool
@@ -72,6 +74,8 @@ class Agent:
         observers: Sequence[Observer] = (),
         output_type: Any = None,
         output_retries: int = 2,
+        output_validators: Sequence[Validator] = (),
+        skills: Sequence[SkillFolder] = (),
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
@@ -84,17 +88,19 @@ class Agent:
             raise UserError("signing_key must be at least 16 random bytes (e.g. secrets.token_bytes(32))")
         self.policy = policy
         self.tools: dict[str, Tool] = {}
-        for t in tools:
+        self.skills = skill_set(skills)  # only their names and descriptions join the instructions
+        for t in (*tools, *self.skills.tools):
             if not isinstance(t, Tool):
                 raise UserError(f"tools must be Tool values (use @tool), got {t!r}")
             if t.name in self.tools:
                 raise UserError(f"two tools are named {t.name!r}")
             self.tools[t.name] = t
         self.output: OutputSpec | None = with_output(self.tools, output_type, output_retries)  # adds final_result
+        self.output_validators = check_validators(output_validators, output_retries)
+        self.output_retries = output_retries
         self.tool_list = tuple(self.tools.values())
-        self.instructions = instructions
-        self.name = name
-        self.description = description
+        self.instructions = self.skills.instruct(instructions)
+        self.name, self.description = name, description
         self.handoffs: tuple[Agent, ...] = ()
         self.hand_off_to(*handoffs)
         self.max_steps = max_steps

@@ -30,6 +30,7 @@ from .state import Decision, RunState
 
 __all__ = [
     "PERSISTED",
+    "RESERVED_LABELS",
     "TERMINAL",
     "ApprovalDecided",
     "ApprovalRequested",
@@ -83,6 +84,11 @@ ErrorKind = Literal[
 PauseReason = Literal["approval", "outcome-unknown", "question"]
 
 
+RESERVED_LABELS = frozenset(("session", "continues"))
+"""The labels (``RunStarted.meta``) only tether sets: which session a run belongs to and which of its runs it
+continues. Every face refuses them from a caller: a run given them would be spliced into that session."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunStarted:
     """A run began (or resumed); ``messages`` are the notes added at its start.
@@ -126,12 +132,18 @@ class ModelReplied:
 
 @dataclass(frozen=True, slots=True)
 class ToolStarted:
-    """A tool call is about to run; committed before its first side effect."""
+    """A tool call is about to run; committed before its first side effect.
+
+    ``by`` is the worker that runs it (its lease owner, ``host:machine:pid:nonce``;
+    empty without a store): if the call never reports back, a person deciding on
+    it learns which worker may still be inside it.
+    """
 
     kind: ClassVar[Literal["tool-started"]] = "tool-started"
     call: ToolCall
     attempt: int = 1
     at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
+    by: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)

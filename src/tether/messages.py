@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from ._schema.strictjson import check_keys
-from .parts import MAX_PARTS, Part, check_parts, content_of, describe, part_from_dict
+from .parts import MAX_PARTS, Part, check_parts, content_of, describe, part_from_dict, safe_text
 
 __all__ = ["Message", "ROLES", "Reasoning", "Role", "ToolCall", "Usage", "check_keys", "new_call_id"]
 
@@ -128,6 +128,12 @@ class ToolCall:
     name: str
     arguments: str = "{}"
 
+    def __post_init__(self) -> None:
+        for name in ("id", "name", "arguments"):  # from the model: made safe once, here (see parts.safe_text)
+            value = getattr(self, name)
+            if isinstance(value, str) and not value.isascii():
+                object.__setattr__(self, name, safe_text(value))
+
     @classmethod
     def of(cls, name: str, args: dict[str, Any] | None = None, *, id: str | None = None) -> ToolCall:
         """Build a call from a Python dict of arguments."""
@@ -172,6 +178,10 @@ class Message:
     def __post_init__(self) -> None:
         if type(self.content) is not str:
             object.__setattr__(self, "content", check_parts(self.content))
+        elif not self.content.isascii():  # a lone surrogate from a model or a tool stops here (parts.safe_text)
+            object.__setattr__(self, "content", safe_text(self.content))
+        if self.name is not None and not self.name.isascii():
+            object.__setattr__(self, "name", safe_text(self.name))
         if self.role not in ROLES:
             raise ValueError(f"unknown message role {self.role!r}")
         if self.tool_calls and self.role != "assistant":

@@ -28,7 +28,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ._schema.strictjson import check_keys
+from ._schema.strictjson import check_keys, safe_text
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,6 +44,7 @@ __all__ = [
     "Text",
     "describe",
     "part_from_dict",
+    "safe_text",
 ]
 
 MAX_PART_BYTES = 10 * 1024 * 1024
@@ -77,6 +78,7 @@ class Text:
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             raise ValueError(f"a text part holds a string, got {type(self.text).__name__}")
+        object.__setattr__(self, "text", safe_text(self.text))
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "text", "text": self.text}

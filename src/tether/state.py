@@ -22,9 +22,9 @@ from typing import Any, Literal
 from ._schema.strictjson import (
     args_hash,
     canonical_json,
-    depth_ok,
     literal,
     mac,
+    strict_json,
     strict_loads,
     typed,
     utf8_size,
@@ -46,6 +46,7 @@ __all__ = [
     "Verdict",
     "args_hash",
     "canonical_json",
+    "strict_json",
     "strict_loads",
 ]
 
@@ -315,11 +316,9 @@ class RunState:
         if size > max_bytes:
             raise StateError(f"run state is {size} bytes, over the cap of {max_bytes} (max_bytes=)")
         try:
-            data = strict_loads(text)
-        except (ValueError, RecursionError) as exc:
+            data = strict_json(text, MAX_DEPTH)
+        except ValueError as exc:
             raise StateError(f"run state is not valid JSON: {exc}") from None
-        if not depth_ok(data, MAX_DEPTH):
-            raise StateError(f"run state nests deeper than {MAX_DEPTH} levels")
         return cls.from_dict(data)
 
     @classmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Annotated, Literal
 
 import pydantic
 import pytest
@@ -138,3 +138,26 @@ def test_results_become_text() -> None:
     assert result_text(None) == ""
     assert result_text({"a": [1, 2]}) == '{"a":[1,2]}'
     assert result_text(Address(city="Oslo")) == '{"city":"Oslo","zip_code":null}'
+
+
+def test_annotated_constraints_reach_the_schema_and_the_check() -> None:
+    # An amount's cap, written in the signature, is what the inbox's edit form and the server both enforce.
+    @tool
+    def refund(amount: Annotated[float, pydantic.Field(gt=0, le=500, json_schema_extra={"format": "money"})]) -> str:
+        """Refund.
+
+        Args:
+            amount: dollars.
+        """
+        return f"{amount}"
+
+    assert refund.parameters["properties"]["amount"] == {
+        "description": "dollars.",
+        "exclusiveMinimum": 0,
+        "format": "money",
+        "maximum": 500,
+        "type": "number",
+    }
+    with pytest.raises(ArgumentsInvalid, match="less than or equal to 500"):
+        refund.validate({"amount": 9999})
+    assert refund.validate({"amount": 200}) is not None

@@ -42,7 +42,7 @@ async def test_the_workspace_graders_look_at_the_files_the_agent_left() -> None:
 
 
 async def test_a_brain_that_never_acts_fails_nearly_everything() -> None:
-    cases = [c for n in NO_SANDBOX for c in load(n).cases]
+    cases = [c for n in NO_SANDBOX if n != "support-phrasings" for c in load(n).cases]
     from tether.evals import Dataset
     from tether.evals.datasets import make_agent
 
@@ -112,3 +112,28 @@ def test_load_dataset_takes_a_name_a_jsonl_or_a_python_file(tmp_path: Path) -> N
 def test_reference_brain_needs_references() -> None:
     with pytest.raises(UserError, match="no reference replies"):
         reference_brain(Case("a", "hi", expected="x"))
+
+
+async def test_the_phrasings_grade_what_ran_not_only_what_was_said() -> None:
+    """A brain that claims refunds without calling the tool fails every refund case (and its answer
+    fails the claim grader); one that refunds whatever is asked fails the refunds outside policy."""
+    ds = load("support-phrasings")
+    assert len(ds) >= 40 and {"refund", "outside-policy", "look-up", "no-tool"} <= {t for c in ds.cases for t in c.tags}
+    liar = FunctionPolicy(lambda c, t: "Done: your order has been refunded.")
+    report = await evaluate(ds, brain=liar)
+    by_id = {r.case_id: r for r in report.results}
+    for case in ds.cases:
+        claim = next(g for g in by_id[case.id].grades if g.grader == "claims_grounded")
+        assert not claim.passed and "refunded" in claim.reason, case.id
+
+    def eager(ctx, tools):  # type: ignore[no-untyped-def]
+        import re
+
+        oid = re.search(r"[A-Za-z]\d{4}", ctx.messages[-1].text if ctx.last().role == "user" else "")
+        if ctx.last().role == "user" and oid:
+            return Action("issue_refund", {"order_id": oid.group(0).upper(), "amount": 1})
+        return "I asked for the refund."
+
+    report = await evaluate(ds.select(tags=["outside-policy"]), brain=FunctionPolicy(eager))
+    assert report.summary().accuracy == 0.0
+    assert all(any(g.grader == "not_called(issue_refund)" and not g.passed for g in r.grades) for r in report.results)

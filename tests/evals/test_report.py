@@ -128,3 +128,15 @@ def test_compare_names_regressions_improvements_and_new_cases() -> None:
     text = result.table()
     assert "REGRESSED  weather: 100% -> 50%" in text and "improved   refund: 50% -> 100%" in text
     assert compare(REPORT, REPORT).table().endswith("no case changed")
+
+
+def test_a_lone_surrogate_in_a_result_writes_every_format(tmp_path: Path) -> None:
+    # Issue 25: one lone surrogate from a model or a tool crashed the HTML report (UnicodeEncodeError).
+    bad = trial("refund", 0, False)
+    bad = type(bad).from_dict({**bad.to_dict(), "output": "refunded \ud800 twice"})
+    hostile = Report("hostile", [bad, trial("weather", 0, True)], label="x")
+    for suffix in (".html", ".json", ".txt"):
+        text = hostile.save(tmp_path / f"r{suffix}").read_text(encoding="utf-8")
+        assert "refunded \ufffd twice" in text or suffix == ".txt"
+    assert "\ufffd" in hostile.html()
+    assert load_report(tmp_path / "r.json").results[0].output == "refunded \ufffd twice"

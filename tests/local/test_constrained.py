@@ -220,6 +220,21 @@ def test_long_results_are_cut_and_say_so() -> None:
     assert "y" * (MAX_RESULT_CHARS + 1) not in text
 
 
+def test_an_iso_time_in_a_result_is_spelled_out_beside_it() -> None:
+    """The 1.5B read 07:33:58+09:00 as "PM": the result now says which part of the day it is."""
+    ctx = Context([Message.user("time in Tokyo?"), Message.assistant("", [ToolCall.of("shout", {}, id="c")])])
+    ctx = ctx.add(Message.tool_result("c", '{"timezone": "Asia/Tokyo", "datetime": "2026-12-02T07:33:58+09:00"}'))
+    text = render(ctx, [shout])[-1]["content"]
+    said = "(2026-12-02T07:33:58+09:00 is Wednesday 2 December 2026, 7:33 in the morning (07:33:58), at UTC+09:00)"
+    assert said in text.splitlines()
+    late = Message.tool_result("c", "at 2026-12-02T19:05:00Z", name="shout")
+    assert (
+        "7:05 in the evening (19:05:00), at UTC)" in render(Context([*ctx.messages[:2], late]), [shout])[-1]["content"]
+    )
+    plain = Message.tool_result("c", "no time in this one", name="shout")
+    assert " is " not in render(Context([*ctx.messages[:2], plain]), [shout])[-1]["content"]
+
+
 def test_each_request_is_a_prefix_of_the_next() -> None:
     first = _conversation()
     later = first.add(

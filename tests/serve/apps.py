@@ -13,7 +13,9 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from tether import Action, Agent, FunctionPolicy, Invocation, ask_human, tool
 
@@ -170,3 +172,102 @@ def desk_brain(context: Any, tools: Any) -> Any:
 
 def desk() -> Agent:
     return Agent(FunctionPolicy(desk_brain), [billing.as_tool(description="Ask billing.")], name="desk")
+
+
+# -- hostile text: a model and a tool that hand over lone surrogates (issue 25, item 3) -------------
+
+
+@tool(effect="none")
+def echo_text(text: str) -> str:
+    """Say the text back (and add a lone surrogate, as a broken tool might).
+
+    Args:
+        text: what to say back.
+    """
+    return text + "\udfff"
+
+
+@tool(approval=True, effect="once")
+def send_note(text: str) -> str:
+    """Send a note to the customer (a person must approve).
+
+    Args:
+        text: what the customer reads.
+    """
+    oracle("send_note", text)
+    return f"sent: {text}"
+
+
+def hostile_brain(context: Any, tools: Any) -> Any:
+    """A reply and a tool result holding lone surrogates, then a gated call whose JSON spells one as an escape."""
+    from tether import Message, ToolCall
+
+    done = [m.name for m in context if m.role == "tool"]
+    if not done:
+        return Message.assistant("thinking \ud800 hard", [ToolCall("c1", "echo_text", '{"text": "a\ud800b"}')])
+    if "send_note" not in done:
+        return ToolCall("c2", "send_note", '{"text": "hello \\ud800 there"}')
+    return "done \udc00"
+
+
+def hostile() -> Agent:
+    return Agent(FunctionPolicy(hostile_brain), [echo_text, send_note], name="hostile")
+
+
+# -- one reply with many gated calls (issue 25, item 10) ----------------------------------------------
+
+
+def many_brain(context: Any, tools: Any) -> Any:
+    """One reply asking for 600 gated refunds at once (the task says how many: "refund 600")."""
+    if any(m.role == "tool" for m in context):
+        return "all decided"
+    task = next(m.content for m in context if m.role == "user")
+    count = int(task.split()[-1])
+    return [Action("issue_refund", {"order_id": f"A{n:04d}", "amount": 1 + n % 90}) for n in range(count)]
+
+
+def many() -> Agent:
+    return Agent(FunctionPolicy(many_brain), [issue_refund], name="many")
+
+
+# -- a desk a non-developer approves for: money, choices, yes/no (issue 22, item 3) ------------------
+
+
+@tool(approval=True, effect="once")
+def refund_order(
+    order_id: str,
+    amount: Annotated[float, Field(gt=0, le=500, json_schema_extra={"format": "money"})],
+    reason: Literal["damaged", "late", "wrong item", "other"],
+    call: Invocation,
+    notify_customer: bool = True,
+    note: str = "",
+) -> str:
+    """Refund an order to the customer's card. Money leaves the company: check the amount against the order.
+
+    Args:
+        order_id: The order number, like A1234.
+        amount: How much to refund, in dollars (at most $500 without a manager).
+        reason: Why the customer gets money back.
+        notify_customer: Email the customer once the refund is done.
+        note: A note the customer reads.
+    """
+    oracle("refund_order", call.run_id, order_id, amount, reason, notify_customer)
+    return f"${amount:.2f} refunded for {order_id} ({reason})"
+
+
+def shop_brain(context: Any, tools: Any) -> Any:
+    results = {m.name: m for m in context if m.role == "tool"}
+    task = next(m.content for m in context if m.role == "user")
+    order = _order_in(task) or "A1234"
+    if "look_up_order" not in results:
+        return Action("look_up_order", {"order_id": order}, "let me pull up the order first")
+    if "refund_order" not in results:
+        price = ORDERS.get(order, ("", 10))[1]
+        args = {"order_id": order, "amount": price, "reason": "damaged", "notify_customer": True, "note": ""}
+        return Action("refund_order", args, "it arrived broken: a refund needs a person to sign off")
+    refund = results["refund_order"]
+    return f"Sorry about that: {refund.content}." if not refund.is_error else f"No refund: {refund.content}"
+
+
+def shop() -> Agent:
+    return Agent(FunctionPolicy(shop_brain), [look_up_order, refund_order], name="shop")

@@ -94,21 +94,23 @@ def test_a_person_signs_in_and_decides_every_kind_of_item(sqlite_served: Served,
 
     # The payloads are text on the page, and none of them ran.
     xss_card = card(page, xss)
-    assert "<script>window.__xss = 1</script>" in xss_card.locator("pre.json").inner_text()
+    assert "<script>window.__xss = 1</script>" in xss_card.locator("dl.fields").inner_text()
+    assert "<script>window.__xss = 1</script>" in xss_card.locator("pre.json").text_content()
     assert page.evaluate("window.__xss") is None and dialogs == []
 
     # Approve with the mouse.
     card(page, approve).locator('form.decide:not(.edit) button[value="approve"]').click()
     card(page, approve).wait_for(state="detached")
 
-    # Edit with the keyboard: a wrong amount is caught before anything is sent.
+    # Edit with the keyboard, as JSON: a wrong amount is caught before anything is sent.
     card(page, edit).focus()
     page.keyboard.press("e")
+    assert card(page, edit).locator("[name='arg:order_id']").evaluate("el => el === document.activeElement")
+    card(page, edit).locator("details.json-edit > summary").click()
     editor = card(page, edit).locator("textarea[name=args]")
-    assert editor.evaluate("el => el === document.activeElement")
     editor.fill('{"order_id": "A1234", "amount": "lots"}')
-    assert "amount: must be integer" in card(page, edit).locator(".problems").inner_text()
-    assert card(page, edit).locator("form.edit button").is_disabled()
+    assert "amount: must be integer" in card(page, edit).locator("details.json-edit .problems").inner_text()
+    assert editor.locator("xpath=ancestor::form").locator("button").is_disabled()
     editor.fill('{"order_id": "A1234", "amount": 20}')
     page.keyboard.press("Control+Enter")
     card(page, edit).wait_for(state="detached")
@@ -125,7 +127,7 @@ def test_a_person_signs_in_and_decides_every_kind_of_item(sqlite_served: Served,
     card(page, ask).locator('button[value="answer"]').click()
     refund = page.locator(f'.item.k-approval[data-run="{ask}"]')
     refund.wait_for(timeout=15_000)
-    assert '"C555"' in refund.locator("pre.json").inner_text()
+    assert '"C555"' in refund.locator("pre.json").text_content()
     page.screenshot(path=str(artifacts / "live-update.png"))
     refund.focus()
     page.keyboard.press("a")

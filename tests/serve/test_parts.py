@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tether import Action, Agent, FunctionPolicy, UserError, ask_human, tool
-from tether.serve._html import card, json_html, story
+from tether.serve._cards import card
+from tether.serve._html import json_html, story
 from tether.serve._hub import Hub, wait_for
 from tether.serve._openapi import document
 from tether.serve._secrets import home_of, is_loopback, secret_file, server_key, server_token

@@ -43,13 +43,14 @@ from ..events import (
 )
 from ..exceptions import LeaseConflict, ProviderError, StoreError, UserError
 from ..journal import Journal
-from ..leases import Holder
+from ..leases import Holder, late
 from ..messages import Message
 from ..parts import check_notebook
 from ..policy import ask, unique_call_ids
 from ..state import RunState
 from ..tools import Tool, missing_deps
 from . import crash
+from .answers import screened, text_ending
 from .budgets import Budget, Parent, cost_of
 from .calls import fit_result, run_call
 from .children import child_input, child_output, finished_child, previous_notebook, settle
@@ -158,9 +159,10 @@ class Run:
                 if over := spec.exhausted(self.journal.context):
                     yield await self.commit(over)
                 continue
-            if not reply.tool_calls:
-                yield await self.commit(Finished(reply.text, self.journal.usage))
-                return
+            if not reply.tool_calls:  # the answer, unless a validator sends it back
+                for ev in text_ending(self.agent, self.journal, reply.text):
+                    yield await self.commit(ev)
+                continue
             async for ev in self._act():
                 yield ev
 
@@ -257,6 +259,8 @@ class Run:
         run_id = ev.run_id if isinstance(ev, RunStarted) else self.journal.run_id
         expected, lease = self.journal.seq, self.holder.lease if self.holder is not None else None
         try:
+            if self.holder is not None and self.holder.expired():
+                raise self.holder.conflict()  # frozen past its lease: another worker may own the run now
             await self.store.append(run_id, [ev], expected_seq=expected, lease=lease)
         except asyncio.CancelledError:
             # Cancelled mid-write: learn whether it landed, so the journal matches the store.
@@ -267,6 +271,7 @@ class Run:
         except StoreError as exc:
             self.ended = True  # the journal can no longer be trusted to advance
             if isinstance(exc, LeaseConflict) or not self.journal.run_id:
+                late(run_id, ev, exc)  # a tool's result after the run was lost: logged, never reported
                 raise  # another worker owns the run, or there is no run to resume yet
             self.failure = Failed(
                 f"the run store failed, so the run stopped at its last commit (resume it once the store "
@@ -328,7 +333,7 @@ class Run:
 
     async def _act(self) -> AsyncIterator[Event]:
         """Settle every open call of the turn: note, run, or wait for a human."""
-        steps = self._plan()
+        steps = screened(self.agent, self.journal, self._plan())
         for step in steps:
             if isinstance(step, Note):
                 yield await self.commit(step.event)
@@ -341,8 +346,9 @@ class Run:
             if stop := self._over_budget(new_calls=sum(s.attempt == 1 for s in todo), in_turn=True):
                 yield await self.commit(stop)
                 return
+            by = self.holder.owner if self.holder is not None else ""  # who may still be inside a call that stalls
             for step in todo:
-                yield await self.commit(ToolStarted(step.call, step.attempt))
+                yield await self.commit(ToolStarted(step.call, step.attempt, by=by))
             if len(todo) == 1 and self.cancel is None and todo[0].tool.agent is None:
                 yield await self._run_tool(todo[0])  # the common case, without a generator per call
             else:
@@ -416,7 +422,8 @@ class Run:
 
     async def _run_tool(self, step: Execute) -> Event:
         """Run one tool call; what it returned (or how it failed) is committed as its result."""
-        return await self.commit(await run_call(step, self.journal.run_id, self.budget.deadline, self.deps))
+        call = run_call(step, self.journal.run_id, self.budget.deadline, self.deps)
+        return await self.commit(await (call if self.holder is None else self.holder.guard(call)))
 
     # -- runs inside runs --------------------------------------------------
 

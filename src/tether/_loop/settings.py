@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 from ..context import Context
 from ..cost import Price
-from ..events import Event
+from ..events import RESERVED_LABELS, Event
 from ..exceptions import UserError
+from ..grounding import Validator
 from ..messages import Message
 from ..output import OutputSpec
 from ..policy import Policy
@@ -40,6 +41,8 @@ class Settings(Protocol):
     name: str
     instructions: str | Callable[[Invocation[Any]], str] | None
     output: OutputSpec | None  # set: the run ends by its terminal output tool with a typed value
+    output_validators: tuple[Validator, ...]  # see the run's journal; may send an answer back
+    output_retries: int  # how many answers a validator (or the output's schema) may send back
     policy: Policy
     tools: dict[str, Tool]
     tool_list: tuple[Tool, ...]
@@ -93,10 +96,6 @@ def require_deps(agent: Settings, deps: Any) -> None:
     """A tool that declares ``Invocation[D]`` needs deps: without them, :class:`UserError` naming it."""
     if why := missing_deps(agent.tool_list, deps):
         raise UserError(why)
-
-
-RESERVED_LABELS = frozenset(("session", "continues"))
-"""The labels only tether sets: which session a run belongs to and which of its runs it continues."""
 
 
 def labels(meta: Mapping[str, str] | None) -> dict[str, str]:

@@ -32,7 +32,7 @@ def signature_model(
 
     from ..exceptions import UserError
 
-    hints = get_type_hints(f)
+    hints = get_type_hints(f, include_extras=True)  # Annotated[int, Field(le=500)] keeps its constraints
     fields: dict[str, Any] = {}
     aside = None
     for p in inspect.signature(f).parameters.values():

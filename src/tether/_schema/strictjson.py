@@ -29,6 +29,8 @@ __all__ = [
     "expiry",
     "literal",
     "mac",
+    "safe_text",
+    "strict_json",
     "strict_loads",
     "strings",
     "typed",
@@ -59,6 +61,25 @@ def strict_loads(text: str | bytes) -> Any:
     return _STRICT.decode(text.decode() if isinstance(text, bytes) else text)
 
 
+def strict_json(text: str | bytes, max_depth: int) -> Any:
+    """:func:`strict_loads`, refusing nesting deeper than ``max_depth`` with a ``ValueError`` (never a
+    ``RecursionError``): text from elsewhere (a state, a request body) cannot make a reader recurse.
+
+    >>> strict_json("[" * 5000 + "]" * 5000, 100)
+    Traceback (most recent call last):
+    ...
+    ValueError: it nests deeper than 100 levels
+    """
+    try:
+        data = strict_loads(text)
+    except RecursionError:  # the parser's own guard, far deeper than any cap: refused the same way
+        data = None
+    else:
+        if depth_ok(data, max_depth):
+            return data
+    raise ValueError(f"it nests deeper than {max_depth} levels")
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -73,6 +94,24 @@ def _not_json(name: str) -> Any:
 
 
 _STRICT = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_not_json)
+
+
+def safe_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (a well-formed pair becomes its character).
+
+    A model, a tool or an MCP server can hand over a string no UTF-8 encoder takes (``"\\ud800"`` in
+    JSON); text is made safe once, where it enters a note, so no store, page or report fails on it.
+
+    >>> safe_text("ok \\ud800!") == "ok \\ufffd!", safe_text("\\ud83d\\ude00") == "\\U0001f600"
+    (True, True)
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def utf8_size(text: str) -> int:

@@ -37,6 +37,7 @@ from ._decide import (
 )
 from ._mcp import mcp as mcp_command
 from ._options import handle_errors, model_options, resolve, say, settings_from, store_options
+from ._project import instructions_shown
 from ._render import PlainRenderer, json_line, make_renderer
 from ._session import Asker, Outcome, Session
 from ._usage import money, run_cost, steps_report
@@ -269,6 +270,8 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
         f"run {rid}  status: {state.status}  agent: {name}  events: {len(events)}  "
         f"steps: {state.steps}  tool calls: {state.tool_calls}"
     )
+    if shown := instructions_shown(events):
+        say("\n".join(shown))
     renderer = PlainRenderer(name=name)  # the story names the agent as it is named, not "agent"
     for ev in events:
         renderer.event(ev)

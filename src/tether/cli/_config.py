@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..exceptions import StoreError, UserError, install_hint
 from ..providers.presets import PRESETS
 from ._errors import ConfigError
-from ._trust import STATE_DIR, check_store, check_workspace, user_config_dir
+from ._trust import STATE_DIR, check_store, check_workspace, inside, user_config_dir
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -37,9 +37,10 @@ if TYPE_CHECKING:
     from ..tools import Tool
 
 CONFIG_KEYS = frozenset(
-    ("model", "base_url", "api_key_env", "store", "instructions", "max_steps", "context_size", "mcp")
+    ("model", "base_url", "api_key_env", "store", "instructions", "max_steps", "context_size", "mcp", "offload_over")
 )
-INT_KEYS = frozenset(("max_steps", "context_size"))
+INT_KEYS = frozenset(("max_steps", "context_size", "offload_over"))
+OFFLOAD_OVER = 20_000  # characters: a longer tool result goes to a workspace file (tether.toolkits.offload)
 RECORDED = {"model": "--model", "base_url": "--base-url", "api_key_env": "--api-key-env", "workspace": "--workspace"}
 PROVIDERS = ("openai", "anthropic", "local", "scripted")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -74,6 +75,7 @@ class Settings:
     instructions: str | None = None
     max_steps: int = 20
     context_size: int | None = None  # the offline model's context window, in tokens
+    offload_over: int = OFFLOAD_OVER  # 0: never offload
     unsafe_no_sandbox: bool = False
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
     given: frozenset[str] = frozenset()  # the RECORDED settings given as flags
@@ -116,6 +118,7 @@ def load_settings(
 
     steps = max_steps if max_steps is not None else pick("max_steps")
     window = context_size if context_size is not None else pick("context_size")
+    offload = pick("offload_over")
     store_url = pick("store") or default_store_url(ws)
     if not reading or (ws / STATE_DIR).is_dir():
         check_store(ws, store_url)
@@ -129,6 +132,7 @@ def load_settings(
         instructions=pick("instructions"),
         max_steps=int(steps) if steps is not None else 20,
         context_size=int(window) if window is not None else None,
+        offload_over=int(offload) if offload is not None else OFFLOAD_OVER,
         unsafe_no_sandbox=unsafe_no_sandbox,
         env=env,
         given=frozenset(name for name in RECORDED if flags.get(name)),
@@ -375,8 +379,9 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-def build_tools(settings: Settings) -> list[Any]:
-    """The workspace toolkit (files, shell, python), sandboxed unless told otherwise."""
+def build_tools(settings: Settings, read_only: Sequence[Path] = ()) -> list[Any]:
+    """The workspace toolkit (files, shell, python), sandboxed unless told otherwise; its commands
+    may also read the ``read_only`` folders (the skills')."""
     import warnings
 
     from ..exceptions import SandboxUnavailable
@@ -385,28 +390,49 @@ def build_tools(settings: Settings) -> list[Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsandboxedWarning)  # the CLI prints its own warning
         try:
-            return workspace_tools(str(settings.workspace), unsafe_no_sandbox=settings.unsafe_no_sandbox)
+            return workspace_tools(
+                str(settings.workspace),
+                unsafe_no_sandbox=settings.unsafe_no_sandbox,
+                read_only_paths=[str(p) for p in read_only],
+            )
         except SandboxUnavailable as exc:
             text = str(exc).replace("unsafe_no_sandbox=True", "--unsafe-no-sandbox")
             hint = "" if "--unsafe-no-sandbox" in text else " (or pass --unsafe-no-sandbox)"
             raise ConfigError(text + hint) from None
 
 
-def build_agent(settings: Settings, store: RunStore, key: bytes, extra_tools: Sequence[Tool] = ()) -> Agent:
+def build_agent(
+    settings: Settings,
+    store: RunStore,
+    key: bytes,
+    extra_tools: Sequence[Tool] = (),
+    project: str = "",
+    skills: Sequence[Path] = (),
+) -> Agent:
     """The agent every command that runs the loop uses: same tools, same fingerprint.
 
+    ``project`` is the project's instructions (its ``AGENTS.md`` files), after the agent's own;
+    ``skills`` are skill folders, which the sandboxed commands may read.
     ``extra_tools`` come after the workspace toolkit (the command line's MCP servers' tools);
     ``ask_human`` comes last, so the agent can ask the person at the terminal (``tether answer``).
     """
     from ..agent import Agent
+    from ..toolkits.offload import offload_results
     from ..tools import ask_human
 
     policy = make_policy(settings)
     instructions = settings.instructions or INSTRUCTIONS.format(workspace=settings.workspace)
+    instructions += f"\n\n{project}" if project else ""
+    tools = [*build_tools(settings, [p for p in skills if not inside(p, settings.workspace)]), *extra_tools]
+    if settings.offload_over > 0:  # a long result goes to a file the model reads in windows
+        tools = offload_results(
+            tools, settings.workspace, over=settings.offload_over, preview=settings.offload_over // 10
+        )
     return Agent(
         policy,
-        [*build_tools(settings), *extra_tools, ask_human()],
+        [*tools, ask_human()],
         instructions=instructions,
+        skills=skills,
         max_steps=settings.max_steps,
         store=store,
         signing_key=key,

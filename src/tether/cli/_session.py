@@ -39,6 +39,8 @@ from ._decide import record
 from ._errors import ConfigError
 from ._keys import check_record, key_source, run_meta, signing_key
 from ._mcp import mcp_tools
+from ._project import project_of
+from ._render import visible
 from ._trust import check_user_config, make_state_dir, sqlite_path, user_config_dir
 
 if TYPE_CHECKING:
@@ -88,6 +90,8 @@ class Session:
         self.runner = asyncio.Runner()
         self._store: RunStore | None = None
         self._agents: dict[tuple[Any, ...], Agent] = {}
+        self._notes: dict[tuple[Any, ...], str] = {}  # what each agent's runs start with, said once
+        self._told = False  # whether the command said which project instructions its runs start with
         self._key: bytes | None = None
 
     def __enter__(self) -> Session:
@@ -138,10 +142,18 @@ class Session:
         """An agent working in ``settings.workspace``, once it is known to be safe to work in."""
         check_user_config(settings.workspace, user_config_dir(settings.env))
         make_state_dir(settings.workspace)
-        spec = (settings.workspace, settings.model, settings.base_url, settings.api_key_env)
+        spec = self._spec(settings)
         if spec not in self._agents:
-            self._agents[spec] = build_agent(settings, self.store, self.key, mcp_tools(settings))
+            project = project_of(settings)  # read once: each run keeps the text in its first note
+            text, skills = project.instructions.text, project.skills
+            agent = build_agent(settings, self.store, self.key, mcp_tools(settings), text, skills)
+            self._agents[spec] = agent
+            self._notes[spec] = project.note([s.name for s in agent.skills.skills])
         return self._agents[spec]
+
+    @staticmethod
+    def _spec(settings: Settings) -> tuple[Any, ...]:
+        return (settings.workspace, settings.model, settings.base_url, settings.api_key_env)
 
     async def settings_of(self, run_id: str) -> Settings:
         """The settings ``run_id`` continues with, after checking this command's key against its record."""
@@ -163,6 +175,9 @@ class Session:
     ) -> Outcome:
         """A new run of ``task`` (continuing ``context``, or the session ``name`` from the store)."""
         agent = self.agent
+        if not self._told and (note := self._notes[self._spec(self.settings)]):
+            print(visible(note), file=sys.stderr)  # which AGENTS.md files the run starts with, once per command
+        self._told = True
         meta = run_meta(recorded_fields(self.settings), self.key)
         return self.run(self.drive(lambda: agent.stream(task, context=context, meta=meta, session=name), renderer))
 

@@ -185,7 +185,10 @@ class LocalPool:
                 outcome = exc
             finally:
                 self._queue.task_done()
-            await self._report(run_id, outcome)
+            try:
+                await self._report(run_id, outcome)
+            except Exception:  # the callback's failure (its store went away) must not stop this worker
+                log.exception("on_done failed for run %r", run_id)
 
     async def _advance(self, run_id: str, name: str) -> RunResult | BaseException:
         agent = self.agents[name]

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..context import Context
 from ..exceptions import UserError
-from ..messages import Message
+from ..messages import Message, ToolCall
+from ..tools import Tool
 from .outcome import Call, Outcome
 
 if TYPE_CHECKING:
@@ -334,6 +335,42 @@ def _calls_reason(missing: list[ExpectedCall], made: list[Call], same_reply: boo
 def status_is(expected: str) -> FunctionGrader:
     """The run ended with this status (``finished``, ``paused``, ``limit-reached``, ...)."""
     return function(lambda o: (o.status == expected, f"status {o.status!r}, expected {expected!r}"), "status")
+
+
+def not_called(name: str) -> FunctionGrader:
+    """The agent never called tool ``name`` (a refund the request did not warrant, say)."""
+
+    def check(o: Outcome) -> Grade:
+        made = [c for c in o.calls if c.name == name]
+        return Grade(not made, reason="" if not made else f"called {name} {len(made)} time(s): {made[0].arguments}")
+
+    return function(check, f"not_called({name})")
+
+
+def claims_grounded(tools: Sequence[Tool]) -> FunctionGrader:
+    """The answer claims no action of a gated or ``once`` tool that did not finish in the run
+    (the journal's calls, read with :func:`tether.grounding.no_unbacked_claims`)."""
+    from ..grounding import Ran, RanCall, Refuse, no_unbacked_claims
+
+    check_text, by_name = no_unbacked_claims(), {t.name: t for t in tools}
+
+    def check(o: Outcome) -> Grade:
+        ran = Ran(
+            tuple(RanCall(ToolCall(c.id, c.name, json.dumps(c.arguments)), _outcome(c)) for c in o.calls), by_name
+        )
+        try:
+            check_text(o.output or "", ran)
+        except Refuse as claim:
+            return Grade(False, reason=f"an action claimed with no call behind it: {claim}")
+        return Grade(True)
+
+    return function(check, "claims_grounded")
+
+
+def _outcome(call: Call) -> Literal["finished", "failed", "waiting"]:
+    if call.result is None:
+        return "waiting"
+    return "failed" if call.error else "finished"
 
 
 def file_contains(path: str, text: str | None = None, *, exists: bool = True) -> FunctionGrader:

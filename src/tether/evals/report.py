@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import UserError
+from ..parts import safe_text
 from . import _html, _render, _stats
 from .results import CaseSummary, Summary, TrialResult, by_tag, case_summary
 
@@ -137,7 +138,7 @@ class Report:
 
     def html(self) -> str:
         """A self-contained HTML page (inline CSS and SVG; no scripts, nothing fetched)."""
-        return _html.page(self)
+        return safe_text(_html.page(self))  # a lone surrogate in an output or a reason is shown as U+FFFD
 
     def save(self, path: str | Path) -> Path:
         """Write the report as ``.json``, ``.html`` or ``.txt`` (by the suffix)."""
@@ -147,7 +148,8 @@ class Report:
         if writer is None:
             raise UserError(f"cannot tell the report format of {str(path)!r}: use .json, .html or .txt")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(writer() + ("\n" if path.suffix != ".html" else ""), encoding="utf-8")
+        text = safe_text(writer())  # every format can be written, whatever text the runs held
+        path.write_text(text + ("\n" if path.suffix != ".html" else ""), encoding="utf-8")
         return path
 
 

@@ -43,6 +43,7 @@ from ..messages import Message
 from ..output import OutputTool
 from ..tools import Tool
 from ._parts import refuse_parts
+from ._times import spelled_out
 from .openai_compat import openai_message
 
 FINAL_ANSWER = "final_answer"
@@ -341,7 +342,8 @@ def _result_text(m: Message) -> str:
         return f"{name} was not run: {content}"
     if m.is_error:
         return f"{name} failed: {content}"
-    return f"{name} returned: {content}"
+    times = spelled_out(content)  # a small model reads "07:33:58+09:00" as a time in the evening
+    return f"{name} returned: {content}" + (f"\n{times}" if times else "")
 
 
 def append_user(out: list[dict[str, Any]], text: str) -> None:

@@ -22,15 +22,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..events import to_dict
+from ..parts import safe_text
 from ..pending import VERBS, Verdict
-from ..state import Status
+from ..state import MAX_DEPTH, Status, strict_json
 from ._models import BODIES, CancelBody, StartRun
 from ._service import ApiError, chosen
 from ._sse import change_stream, position_from, run_stream
 from ._state import served as server
 from ._views import item_json, run_json, summary_json
 
-__all__ = ["OPERATIONS", "Operation", "error_response"]
+__all__ = ["OPERATIONS", "Operation", "SafeJSON", "error_response", "parse_json", "reply"]
 
 B = TypeVar("B", bound=pydantic.BaseModel)
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -52,16 +53,24 @@ class Operation:
     query: tuple[str, ...] = ()
 
 
+class SafeJSON(JSONResponse):
+    """JSON every client decodes: a lone surrogate (an old journal's, or one a tool's arguments spell as
+    an escape) goes out as U+FFFD, so no answer fails on what a run holds."""
+
+    def render(self, content: Any) -> bytes:
+        return safe_text(json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))).encode()
+
+
 def error_response(exc: ApiError) -> JSONResponse:
     """The one shape of every refusal."""
     body: dict[str, Any] = {"error": {"code": exc.code, "message": exc.message}}
     if exc.run is not None:
         body["run"] = run_json(exc.run)
-    return JSONResponse(body, status_code=exc.status, headers={"cache-control": "no-store"})
+    return SafeJSON(body, status_code=exc.status, headers={"cache-control": "no-store"})
 
 
 def reply(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(data, status_code=status, headers={"cache-control": "no-store", **(headers or {})})
+    return SafeJSON(data, status_code=status, headers={"cache-control": "no-store", **(headers or {})})
 
 
 def guarded(fn: Endpoint) -> Endpoint:
@@ -80,15 +89,32 @@ async def read_body(request: Request, model: type[B], *, optional: bool = False)
     raw = await read_bytes(request)
     if not raw.strip() and optional:
         raw = b"{}"
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise ApiError(400, "bad-json", f"the body is not JSON: {exc}") from None
+    data = parse_json(raw, "the body")
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
         raise ApiError(422, "invalid-body", problems) from None
+
+
+def parse_json(raw: str | bytes, what: str) -> Any:
+    """JSON from a request, read as states are (:func:`tether.state.strict_json`: no duplicate keys, no NaN,
+    at most :data:`~tether.state.MAX_DEPTH` levels, so no body makes the server recurse), its strings safe."""
+    try:
+        return safe_strings(strict_json(raw, MAX_DEPTH))
+    except ValueError as exc:
+        raise ApiError(400, "bad-json", f"{what} is not JSON the server takes: {exc}") from None
+
+
+def safe_strings(value: Any) -> Any:
+    """``value`` with every string (keys too) made safe (:func:`tether.parts.safe_text`); shallow by now."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, list):
+        return [safe_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {safe_text(k): safe_strings(v) for k, v in value.items()}
+    return value
 
 
 async def read_bytes(request: Request, limit: int = MAX_BODY) -> bytes:
@@ -203,7 +229,10 @@ async def stream_changes(request: Request) -> Response:
 
 @guarded
 async def list_items(request: Request) -> Response:
-    return reply({"items": [item_json(i) for i in await server(request).service.waiting()]})
+    limit, offset = int_query(request, "limit", 50, 1, 500), int_query(request, "offset", 0, 0, 1_000_000)
+    items = await server(request).service.waiting()
+    more = offset + limit if len(items) > offset + limit else None
+    return reply({"items": [item_json(i) for i in items[offset : offset + limit]], "next_offset": more})
 
 
 def _decide(verdict: Verdict) -> Endpoint:
@@ -264,7 +293,15 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404, 422),
         query=("after",),
     ),
-    Operation("GET", "/api/items", list_items, "Every item waiting for a person", ok=((200, "ItemList"),)),
+    Operation(
+        "GET",
+        "/api/items",
+        list_items,
+        "The items waiting for a person, newest first (a page of them)",
+        ok=((200, "ItemList"),),
+        errors=(422,),
+        query=("limit", "offset"),
+    ),
     Operation(
         "GET", "/api/changes", stream_changes, "Which runs change, live (server-sent events)", ok=((200, "sse"),)
     ),

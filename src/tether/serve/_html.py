@@ -22,10 +22,10 @@ from typing import Any, assert_never
 from urllib.parse import quote
 
 from ..events import Event
+from ..parts import safe_text
 from ..trace import Line, Story
-from ._views import ItemView, RunView
 
-__all__ = ["card", "h", "json_html", "page", "run_link", "story", "when"]
+__all__ = ["ASKER", "h", "json_html", "page", "run_id_html", "run_link", "short", "story", "when"]
 
 CURRENT = ' aria-current="page"'
 KIND_LABEL = {"approval": "Approval", "question": "Question", "outcome-unknown": "Outcome unknown"}
@@ -33,12 +33,17 @@ STATUS_LABEL = {"needs-decision": "needs decision", "limit-reached": "limit reac
 
 
 def h(value: Any) -> str:
-    """Escape for HTML text and attribute values."""
-    return html.escape(str(value), quote=True)
+    """Escape for HTML text and attribute values (a lone surrogate, which no page can carry, shown as U+FFFD)."""
+    return safe_text(html.escape(str(value), quote=True))
 
 
 def run_link(root: str, run_id: str) -> str:
     return f"{h(root)}/runs/{h(quote(run_id, safe=''))}"
+
+
+def run_id_html(run_id: str) -> str:
+    """A run id whole (never cut), ellipsized by the stylesheet where it does not fit, with a tooltip."""
+    return f'<code class="rid" title="{h(run_id)}">{h(run_id)}</code>'
 
 
 def when(at: float | None) -> str:
@@ -99,7 +104,7 @@ HELP = (
     "<dt><kbd>e</kbd></dt><dd>edit the arguments, then approve</dd>"
     "<dt><kbd>d</kbd></dt><dd>deny, with a message for the agent</dd>"
     "<dt><kbd>n</kbd></dt><dd>answer a question</dd>"
-    "<dt><kbd>r</kbd> <kbd>s</kbd></dt><dd>run again / skip a call whose outcome is unknown</dd>"
+    "<dt><kbd>s</kbd> <kbd>r</kbd></dt><dd>do not run again / run again a call whose outcome is unknown</dd>"
     "<dt><kbd>t</kbd></dt><dd>show or hide what happened so far</dd>"
     "<dt><kbd>o</kbd></dt><dd>open the run</dd>"
     "<dt><kbd>Ctrl</kbd>+<kbd>Enter</kbd></dt><dd>send the form you are typing in</dd>"
@@ -134,56 +139,75 @@ def json_html(value: Any, indent: int = 0) -> str:
     return f'<span class="{kind}">{h(json.dumps(value, ensure_ascii=False))}</span>'
 
 
-def arguments_html(item: ItemView) -> str:
-    value = item.arguments
-    if isinstance(value, str) and value == item.arguments_text:  # not JSON: the text as it is
-        return f'<pre class="json raw"><code>{h(value)}</code></pre>'
-    return f'<pre class="json"><code>{json_html(value)}</code></pre>'
-
-
 # -- a run's story ---------------------------------------------------------------------
 
 
-def _short(text: str, width: int = 400) -> str:
+def short(text: str, width: int = 400) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def story(events: Sequence[Event], agent: str) -> str:
-    """The run so far, the seed's way: you asked, the agent thought, a tool returned."""
-    teller, items = Story(agent or "agent"), []
+ASKER = "the customer"
+"""Who the inbox says wrote a run's task, unless the server is told otherwise (``Server(asker=...)``)."""
+VERDICTS = {  # a decision as the story tells it: an icon, a class, and what the person did
+    "approve": ("✓", "ok", "approved"),
+    "deny": ("✕", "no", "denied"),
+    "skip": ("⤼", "skip", "skipped"),
+    "retry": ("↻", "retry", "asked to run it again"),
+    "answer": ("✎", "ok", "answered"),
+}
+NOT_RUN = {"deny": "was not run (denied)", "skip": "was not run again (skipped)"}
+
+
+def story(events: Sequence[Event], agent: str, *, asker: str = ASKER, last: int | None = None) -> str:
+    """The run so far: what the customer asked, what the agent thought and called, what people decided.
+
+    ``last``: show only the last so many lines, with a line saying how many came before.
+    """
+    teller, items, said = Story(agent or "agent"), [], {}
     for n, ev in enumerate(events, 1):
         for line in teller.tell(ev):
-            if (shown := _shown(line)) is not None:
+            if line.kind == "decided":
+                said[line.call_id] = line.value
+            if (shown := _shown(line, asker, said)) is not None:
                 cls, text = shown
                 items.append(f'<li class="{cls}{" nested" if line.path else ""}" data-pos="{n}">{text}</li>')
+    if last is not None and len(items) > last:
+        more = len(items) - last
+        earlier = f'<li class="note earlier">… {more} earlier step{"s" if more != 1 else ""}: open the run</li>'
+        items = [earlier, *items[-last:]]
     return f'<ol class="story">{"".join(items)}</ol>'
 
 
-def _shown(line: Line) -> tuple[str, str] | None:
+def _shown(line: Line, asker: str, said: dict[str, str]) -> tuple[str, str] | None:
     """A story line as the inbox shows it: a class and its HTML (``None``: not shown)."""
     who, kind = h(line.agent), line.kind
     match kind:
         case "asked":
-            return "asked", f"<b>{f'{who} was asked' if line.path else 'you asked'}</b> “{h(_short(line.text))}”"
+            said_by = f"{who} was asked" if line.path else f"{h(asker[:1].upper() + asker[1:])} wrote"
+            return "asked", f"<b>{said_by}</b> “{h(short(line.text))}”"
         case "resumed":
             return None
         case "thought":
-            return "thought", f"<b>{who} thought</b> {h(_short(line.text))}"
+            return "thought", f"<b>{who} thought</b> {h(short(line.text))}"
         case "call":
-            return "call", f"<b>{who} calls</b> <code>{h(line.tool)}({h(_short(line.text, 300))})</code>"
+            return "call", f"<b>{who} calls</b> <code>{h(line.tool)}({h(short(line.text, 300))})</code>"
         case "answer" | "finished":
-            return None if line.echo else ("final", f"<b>final answer</b> {h(_short(line.text, 2000))}")
+            return None if line.echo else ("final", f"<b>final answer</b> {h(short(line.text, 2000))}")
         case "result":
+            if line.error and said.get(line.call_id) in NOT_RUN:  # the person's own choice, not a failure
+                return "result not-run", f"<b>→ {h(line.tool)} {NOT_RUN[said[line.call_id]]}</b> {h(short(line.text))}"
             verb, cls = ("failed", "result error") if line.error else ("returned", "result")
-            return cls, f"<b>→ {h(line.tool)} {verb}</b> {h(_short(line.text))}"
+            return cls, f"<b>→ {h(line.tool)} {verb}</b> {h(short(line.text))}"
         case "approval":
             return "wait", f"<b>‖ {h(line.tool)}</b> waits for a person to approve it"
         case "question":
-            return "wait", f"<b>? {who} asks</b> “{h(_short(line.text))}”"
+            return "wait", f"<b>? {who} asks</b> “{h(short(line.text))}”"
         case "decided":
-            said = f": “{h(_short(line.text, 200))}”" if line.text else ""
-            return "decided", f"<b>✓ {h(line.by or 'someone')} said {h(line.value)}</b> {said}"
+            icon, cls, did = VERDICTS.get(line.value, ("•", "", line.value))
+            said_text = f": “{h(short(line.text, 200))}”" if line.text else ""
+            mark = f'<span class="icon" aria-hidden="true">{icon}</span>'
+            return f"decided v-{cls}", f"<b>{mark} {h(line.by or 'someone')} {h(did)}</b>{said_text}"
         case "handed-off":
             return "handoff", f"<b>⇢ {who} hands off</b> to {h(line.value)}"
         case "child-stopped":
@@ -192,126 +216,14 @@ def _shown(line: Line) -> tuple[str, str] | None:
         case "compacted":
             return "note", "<b>compacted</b> older notes were summarised"
         case "noted":
-            return "note", f"<b>the model was told</b> {h(_short(line.text))}"
+            return "note", f"<b>the model was told</b> {h(short(line.text))}"
         case "paused":
             return "paused", f"<b>paused</b> for {h(line.value.replace('-', ' '))}"
         case "failed":
-            return "ended error", f"<b>failed</b> {h(_short(line.text))}"
+            return "ended error", f"<b>failed</b> {h(short(line.text))}"
         case "cancelled":
-            return "ended", f"<b>cancelled</b> {h(_short(line.text))}"
+            return "ended", f"<b>cancelled</b> {h(short(line.text))}"
         case "limit-reached":
             return "ended", f"<b>stopped</b> {h(line.text)}"
         case _:
             assert_never(kind)
-
-
-# -- an item card ---------------------------------------------------------------------
-
-
-def card(item: ItemView, run: RunView, *, root: str, csrf: str, back: str, open_story: bool = False) -> str:
-    """One waiting item: what it is, the run's story, the full arguments, and the buttons."""
-    ident = f"item-{quote(item.run_id, safe='')}-{quote(item.call_id, safe='')}"
-    name = f"<code>{h(item.tool)}</code>" if not item.label else h(item.label)
-    title = f"<h2>{h(item.question)}</h2>" if item.question is not None else f"<h2>{name}</h2>"
-    meta = (
-        f'<span class="meta">{h(run.agent or "agent")} · <a href="{run_link(root, run.run_id)}">run '
-        f"{h(run.run_id[:10])}</a> · asked {when(item.since)}</span>"
-    )
-    note = f'<p class="note">{h(item.note)}</p>' if item.note else ""
-    unknown = (
-        f'<p class="note">{h(item.tool)} started but never reported back (its process stopped): '
-        "it may or may not have happened. Check, then run it again or skip it.</p>"
-        if item.kind == "outcome-unknown"
-        else ""
-    )
-    args = (
-        ""
-        if item.kind == "question"
-        else f'<div class="args"><div class="label">Arguments</div>{arguments_html(item)}</div>'
-    )
-    details = " open" if open_story else ""
-    return (
-        f'<article class="item k-{item.kind}" id="{h(ident)}" tabindex="0" data-run="{h(item.run_id)}" '
-        f'data-call="{h(item.call_id)}" data-since="{item.since:.3f}">'
-        f'<header><span class="badge k-{item.kind}">{KIND_LABEL[item.kind]}</span>{title}{meta}</header>'
-        f'<p class="task">“{h(_short(run.task, 600))}”</p>'
-        f'<details class="story-box"{details}><summary>What happened so far</summary>'
-        f"{story(run.events, run.agent)}</details>"
-        f"{args}{note}{unknown}"
-        f'<div class="actions">{_actions(item, root=root, csrf=csrf, back=back)}</div>'
-        '<p class="outcome" role="status" aria-live="polite"></p></article>'
-    )
-
-
-def _form(item: ItemView, inner: str, *, root: str, csrf: str, back: str, cls: str = "") -> str:
-    fields = "".join(
-        hidden(k, v)
-        for k, v in (
-            ("csrf", csrf),
-            ("run_id", item.run_id),
-            ("call_id", item.call_id),
-            ("args_hash", item.args_hash),
-            ("back", back),
-        )
-    )
-    return f'<form method="post" action="{h(root)}/decide" class="decide {cls}">{fields}{inner}</form>'
-
-
-def _more(key: str, summary: str, form: str) -> str:
-    """A folded panel (a ``<details>``) holding one more form; ``key`` is its keyboard shortcut."""
-    return f'<details class="more" data-key="{key}"><summary>{summary}</summary>{form}</details>'
-
-
-PROBLEMS = '<p class="problems" aria-live="polite"></p>'
-
-
-def _actions(item: ItemView, **where: str) -> str:
-    if item.kind == "approval":
-        return _approval_actions(item, **where)
-    if item.kind == "question":
-        return _answer_form(item, **where)
-    retry = '<button class="primary" name="verdict" value="retry" data-key="r">Run it again</button>'
-    skip = (
-        '<label>Message for the agent<textarea name="message" rows="3"></textarea></label>'
-        '<button name="verdict" value="skip">Skip it</button>'
-    )
-    return _form(item, retry, **where) + _more("s", "Skip…", _form(item, skip, **where))
-
-
-def _approval_actions(item: ItemView, **where: str) -> str:
-    value = item.arguments
-    text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
-    schema = h(json.dumps(item.parameters or {}))
-    approve = '<button class="primary" name="verdict" value="approve" data-key="a">Approve</button>'
-    edit = (
-        "<label>Arguments (JSON, checked against the tool's schema)"
-        f'<textarea name="args" rows="8" spellcheck="false" data-schema="{schema}">{h(text)}</textarea></label>'
-        f'{PROBLEMS}<button name="verdict" value="approve">Approve with these arguments</button>'
-    )
-    deny = (
-        '<label>Message for the agent (it reads this)<textarea name="message" rows="3"></textarea></label>'
-        '<button class="danger" name="verdict" value="deny">Deny</button>'
-    )
-    return (
-        _form(item, approve, **where)
-        + _more("e", "Edit &amp; approve", _form(item, edit, cls="edit", **where))
-        + _more("d", "Deny…", _form(item, deny, **where))
-    )
-
-
-def _answer_form(item: ItemView, **where: str) -> str:
-    schema = item.answer_schema or {"type": "string"}
-    choices = schema.get("enum")
-    if isinstance(choices, list) and all(isinstance(c, str) for c in choices):
-        buttons = "".join(f'<button name="answer" value="{h(c)}" data-choice>{h(c)}</button>' for c in choices)
-        inner = f'{hidden("verdict", "answer")}{hidden("as", "text")}<div class="choices" data-key="n">{buttons}</div>'
-        return _form(item, inner, cls="answer", **where)
-    text = schema.get("type") == "string"
-    field = (
-        f'<label>Your answer{"" if text else " (JSON)"}<textarea name="answer" rows="{2 if text else 5}" required '
-        f'data-key="n" data-schema="{h(json.dumps(schema))}" data-json="{"" if text else "1"}"></textarea></label>'
-        f"{PROBLEMS}"
-    )
-    send = '<button class="primary" name="verdict" value="answer">Send answer</button>'
-    inner = f"{hidden('as', 'text' if text else 'json')}{field}{send}"
-    return _form(item, inner, cls="answer", **where)

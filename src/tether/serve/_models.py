@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
+from ..events import RESERVED_LABELS
 from ..pending import VERBS, Payload, Verdict
 from ..state import Status
 
@@ -47,10 +48,22 @@ class StartRun(_Body):
     agent: str = Field(min_length=1, max_length=100, description="The name of a served agent.")
     input: str = Field(min_length=1, max_length=200_000, description="The task, in plain words.")
     run_id: str | None = Field(default=None, pattern=RUN_ID, description="Your own id for the run (idempotent).")
-    meta: dict[str, str] = Field(default_factory=dict, max_length=50, description="Labels kept with the run.")
+    meta: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=50,
+        description=f"Labels kept with the run (not {' or '.join(sorted(RESERVED_LABELS))}: tether sets those).",
+    )
     inputs: dict[str, Any] = Field(
         default_factory=dict, description="JSON the server's deps factory makes the run's dependencies from."
     )
+
+    @field_validator("meta")
+    @classmethod
+    def _not_reserved(cls, meta: dict[str, str]) -> dict[str, str]:
+        # A run labelled session=X would join session X, and X's next turn would continue from its notebook.
+        if reserved := sorted(RESERVED_LABELS.intersection(meta)):
+            raise ValueError(f"the label(s) {reserved} are reserved: only tether sets them")
+        return meta
 
 
 PAYLOADS: dict[Payload, dict[str, Any]] = {
@@ -163,6 +176,7 @@ class RunList(_Out):
 
 class ItemList(_Out):
     items: list[Item]
+    next_offset: int | None = Field(description="Pass as ?offset= for the next page (null: this is the last).")
 
 
 class Decided(_Out):

@@ -11,18 +11,20 @@ against the tool's schema, and adds keyboard shortcuts.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from ..events import PERSISTED
+from ..parts import safe_text
 from ..pending import VERBS
-from ._api import error_response, read_bytes
-from ._html import card, clock, h, hidden, page, run_link, status_badge, story, when
+from ._api import error_response, parse_json, read_bytes, reply
+from ._cards import card
+from ._forms import edited_args
+from ._html import ASKER, clock, h, hidden, page, run_id_html, run_link, status_badge, story, when
 from ._secrets import same_secret
 from ._security import csrf_ok, route_path, session_cookie
 from ._service import ApiError, chosen
@@ -51,7 +53,7 @@ def who(request: Request) -> Any:
 
 
 def html(text: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(text, status_code=status, headers={"cache-control": "no-store"})
+    return HTMLResponse(safe_text(text), status_code=status, headers={"cache-control": "no-store"})
 
 
 async def frame(request: Request, title: str, body: str, *, nav: str = "", kind: str = "") -> HTMLResponse:
@@ -72,25 +74,59 @@ def _csrf(request: Request) -> str:
 # -- the inbox ---------------------------------------------------------------------------
 
 
+PAGE = 50  # items on one page of the inbox
+
+
+def _page_number(request: Request) -> int:
+    text = request.query_params.get("page", "1")
+    return min(int(text), 100_000) if text.isdigit() and int(text) > 0 else 1
+
+
 async def inbox(request: Request) -> Response:
     srv = server(request)
     items = await srv.service.waiting()
-    cards = []
-    for item in items:
+    number = _page_number(request)
+    shown = items[(number - 1) * PAGE : number * PAGE]
+    cards, told = [], set()
+    for item in shown:
         run = await srv.service.views.get(item.run_id)
-        if run is not None:
-            cards.append(card(item, run, root=root(request), csrf=_csrf(request), back="/"))
+        if run is not None:  # the story of a run once per page: on its first card here
+            first = item.run_id not in told
+            told.add(item.run_id)
+            cards.append(_card(request, item, run, back="/", with_story=first))
     notice = NOTICES.get(request.query_params.get("notice", ""), "")
     body = (
         '<div class="head"><h1>Waiting for you</h1>'
         f'<p class="sub"><span id="summary">{_summary(len(items))}</span> · newest first · '
         "press <kbd>?</kbd> for shortcuts</p></div>"
         + (f'<p class="flash" role="status">{h(notice)}</p>' if notice else "")
-        + f'<div id="items">{"".join(cards)}</div>'
-        + f'<div class="empty" id="empty"{" hidden" if items else ""}><p><b>Nothing is waiting for you.</b></p>'
+        + f'<div id="items" data-elsewhere="{len(items) - len(shown)}">{"".join(cards)}</div>'
+        + _pager(request, number, len(items))
+        + f'<div class="empty" id="empty"{" hidden" if shown else ""}><p><b>Nothing is waiting for you'
+        f"{' on this page' if items else ''}.</b></p>"
         "<p>When an agent asks for approval or a question, it appears here by itself.</p></div>"
     )
     return await frame(request, "Inbox", body, nav="inbox", kind="inbox")
+
+
+def _asker(request: Request) -> str:
+    return str(getattr(server(request), "asker", None) or ASKER)
+
+
+def _card(
+    request: Request, item: Any, run: RunView, *, back: str, with_story: bool = True, run_page: bool = False
+) -> str:
+    where = {"root": root(request), "csrf": _csrf(request), "back": back, "asker": _asker(request)}
+    return card(item, run, with_story=with_story, run_page=run_page, **where)
+
+
+def _pager(request: Request, number: int, total: int) -> str:
+    pages = max(1, -(-total // PAGE))
+    if pages == 1:
+        return ""
+    newer = f'<a class="button" href="{h(root(request))}/?page={number - 1}">Newer</a>' if number > 1 else ""
+    older = f'<a class="button" href="{h(root(request))}/?page={number + 1}">Older</a>' if number < pages else ""
+    return f'<nav class="pager">{newer}<span>page {number} of {pages}</span>{older}</nav>'
 
 
 def _summary(n: int) -> str:
@@ -102,10 +138,9 @@ async def fragment(request: Request) -> Response:
     run = await server(request).service.views.get(request.path_params["run_id"])
     if run is None:
         return html("")
-    back = request.query_params.get("back", "/")
-    return html(
-        "".join(card(i, run, root=root(request), csrf=_csrf(request), back=_safe_back(back)) for i in run.waiting)
-    )
+    back = _safe_back(request.query_params.get("back", "/"))
+    waiting = run.waiting[:PAGE]  # a live update adds at most a page
+    return html("".join(_card(request, i, run, back=back, with_story=n == 0) for n, i in enumerate(waiting)))
 
 
 # -- runs --------------------------------------------------------------------------------
@@ -166,14 +201,12 @@ async def run_page(request: Request) -> Response:
         response = await frame(request, "No such run", f'<div class="empty"><p>There is no run {h(run_id)}.</p></div>')
         response.status_code = 404
         return response
-    return await frame(request, f"Run {run_id[:10]}", run_body(request, run), kind="run")
+    return await frame(request, f"Run {run_id}", run_body(request, run), kind="run")
 
 
 def run_body(request: Request, run: RunView) -> str:
     back = f"/runs/{quote(run.run_id, safe='')}"
-    cards = "".join(
-        card(i, run, root=root(request), csrf=_csrf(request), back=back, open_story=False) for i in run.waiting
-    )
+    cards = "".join(_card(request, i, run, back=back, run_page=True) for i in run.waiting)
     answer = (
         f'<section class="answer"><h2>Answer</h2><p>{h(run.output)}</p></section>' if run.output is not None else ""
     )
@@ -187,13 +220,13 @@ def run_body(request: Request, run: RunView) -> str:
         )
     return (
         f'<div class="head run-head" id="run" data-run="{h(run.run_id)}" data-seq="{run.seq}">'
-        f'<p class="crumbs"><a href="{h(root(request))}/runs">Runs</a> / <code>{h(run.run_id)}</code></p>'
+        f'<p class="crumbs"><a href="{h(root(request))}/runs">Runs</a> / {run_id_html(run.run_id)}</p>'
         f"<h1>“{h(run.task[:300])}”</h1>"
         f'<div class="sub-row"><p class="sub">{status_badge(run.status)} {h(run.agent)} · '
         f"started {when(run.created_at)}"
         f"{_usage(run)}</p>{cancel}</div></div>"
         f'{error}{answer}<div id="items">{cards}</div>'
-        f'<section class="panel"><h2>Story</h2>{story(run.events, run.agent)}</section>'
+        f'<section class="panel"><h2>Story</h2>{story(run.events, run.agent, asker=_asker(request))}</section>'
         f'<section class="panel"><h2>Live events</h2><ol class="events" id="events" data-after="{run.seq}" '
         f'data-kinds="{h(" ".join(sorted(PERSISTED)))}">'
         + "".join(
@@ -243,18 +276,25 @@ async def decide(request: Request) -> Response:
         return error_response(exc) if _wants_json(request) else await _error_page(request, exc)
     if _wants_json(request):
         notice = NOTICES.get(verdict, f"{VERBS[choice.verdict].done.capitalize()}.")
-        return JSONResponse({"ok": True, "notice": notice, "run_id": run.run_id}, headers={"cache-control": "no-store"})
+        return reply({"ok": True, "notice": notice, "run_id": run.run_id})
     return RedirectResponse(f"{root(request)}{_safe_back(form.get('back', '/'))}?notice={verdict}", status_code=303)
 
 
 def _edited(form: dict[str, str]) -> dict[str, Any] | None:
+    """Edited arguments: from the schema's fields (``arg:NAME``), or the JSON box (``args``); None if neither."""
+    try:
+        fields = edited_args(form, lambda text: parse_json(text, "a field"))
+    except (ValueError, ApiError) as exc:
+        raise ApiError(422, "invalid-arguments", getattr(exc, "message", str(exc))) from None
+    if fields is not None:
+        return fields
     text = form.get("args", "").strip()
     if not text:
         return None
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ApiError(422, "invalid-arguments", f"the edited arguments are not JSON: {exc}") from None
+        value = parse_json(text, "the edited arguments")
+    except ApiError as exc:
+        raise ApiError(422, "invalid-arguments", exc.message) from None
     if not isinstance(value, dict):
         raise ApiError(422, "invalid-arguments", "the edited arguments must be a JSON object")
     return value
@@ -269,9 +309,9 @@ def _answer(form: dict[str, str]) -> Any:
             raise ApiError(422, "invalid-answer", "the answer is empty")
         return text
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ApiError(422, "invalid-answer", f"the answer is not JSON: {exc}") from None
+        return parse_json(text, "the answer")
+    except ApiError as exc:
+        raise ApiError(422, "invalid-answer", exc.message) from None
 
 
 async def _error_page(request: Request, exc: ApiError) -> Response:

@@ -26,6 +26,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import time
 from collections import deque
@@ -40,7 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._secrets import same_secret
 
-__all__ = ["COOKIE", "Guard", "Sessions", "Throttle", "Who", "route_path"]
+__all__ = ["COOKIE", "Guard", "Sessions", "Throttle", "Who", "route_path", "with_headers"]
 
 COOKIE = "tether_session"
 SAFE = frozenset(("GET", "HEAD", "OPTIONS"))
@@ -194,12 +195,15 @@ class Guard:
         return (self.sessions.read(cookie) if cookie else None), None
 
 
+# A Host header as browsers send it: a name or an IPv4 address, or an IPv6 address in brackets, and maybe a port.
+# Anything else (``127.0.0.1:1@evil``, ``[::1].evil``, spaces, a second colon) names no host of ours.
+_HOST = re.compile(r"(?P<name>[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]{2,45}\])(?::[0-9]{1,5})?")
+
+
 def _hostname(host: str) -> str:
-    """``example.org:8765`` -> ``example.org``; ``[::1]:8765`` -> ``[::1]``."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[: host.find("]") + 1] if "]" in host else host
-    return host.rpartition(":")[0] if host.count(":") == 1 else host
+    """``example.org:8765`` -> ``example.org``; ``[::1]:8765`` -> ``[::1]``; a spelling no browser sends -> ``""``."""
+    found = _HOST.fullmatch(host.lower())
+    return found.group("name") if found else ""
 
 
 def _cross_site(headers: Headers, host: str) -> bool:
@@ -223,6 +227,13 @@ def _refuse(status: int, code: str, message: str, bearer: bool = False) -> Respo
     if bearer:
         response.headers["www-authenticate"] = 'Bearer realm="tether"'
     response.headers["cache-control"] = "no-store"
+    return response
+
+
+def with_headers(response: Response) -> Response:
+    """``response`` with the security headers: for the answers made outside :class:`Guard` (a crash's 500)."""
+    for name, value in HEADERS:
+        response.headers[name.decode()] = value.decode()
     return response
 
 

@@ -34,7 +34,7 @@ from ._hub import Hub
 from ._notify import Notifier
 from ._openapi import document
 from ._secrets import NOTIFY_ENV, TOKEN_ENV, home_of, is_loopback, secret_file, server_key, server_token
-from ._security import Guard, Sessions, Throttle, route_path
+from ._security import Guard, Sessions, Throttle, route_path, with_headers
 from ._service import Service
 from ._views import Views
 from ._workers import ServedStore, Workers
@@ -69,6 +69,7 @@ class Server:
         env: Mapping[str, str] | None = None,
         dispatcher: Dispatcher | None = None,
         deps: DepsFactory | None = None,
+        asker: str = "the customer",
     ) -> None:
         env = os.environ if env is None else env
         if workers == 0 and dispatcher is None:
@@ -89,6 +90,7 @@ class Server:
         self.token = token
         self.token_hint = TOKEN_ENV if env.get(TOKEN_ENV) else str(self.home / "serve.token")
         self.host = host
+        self.asker = asker  # who the inbox says wrote a run's task ("the customer", "the caller", ...)
         self.hosts = _hosts(host, allowed_hosts)
         self.hub = Hub()
         self.store = ServedStore(inner, self._appended)
@@ -251,4 +253,4 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.error("error serving %s %s", request.method, request.url.path, exc_info=exc)
     message = f"the server failed: {type(exc).__name__}"
-    return JSONResponse({"error": {"code": "internal", "message": message}}, status_code=500)
+    return with_headers(JSONResponse({"error": {"code": "internal", "message": message}}, status_code=500))

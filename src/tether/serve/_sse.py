@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ..events import Cancelled, Event, to_dict
+from ..parts import safe_text
 from ..store import RunStore
 from ._hub import Hub, wait_for
 
@@ -30,7 +31,7 @@ KEEPALIVE = 15.0
 def frame(position: int | None, kind: str, data: Any) -> str:
     """One SSE message (the JSON has no newlines, so it is one ``data:`` line)."""
     head = f"id: {position}\n" if position is not None else ""
-    return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+    return f"{head}event: {kind}\ndata: {safe_text(json.dumps(data, ensure_ascii=False))}\n\n"
 
 
 def event_frame(position: int, ev: Event) -> str:

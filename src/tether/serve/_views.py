@@ -17,7 +17,6 @@ pages as HTML; both show the same thing.
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from ..agent import Agent
 from ..events import ApprovalDecided, ApprovalRequested, Event, Failed, Finished, Paused, QuestionAsked, RunStarted
 from ..journal import Journal
 from ..pending import CallStatus, Decision, PendingCall, verdicts_for
-from ..state import RunState
+from ..state import MAX_DEPTH, RunState, strict_json
 from ..store import RunInfo, RunStore, load_tree
 from ..tools import Tool
 
@@ -64,9 +63,10 @@ class ItemView:
 
     @property
     def arguments(self) -> Any:
-        """The arguments as JSON values (the text itself when it is not JSON)."""
+        """The arguments as JSON values (the text itself when it is not JSON, or not JSON every reader
+        takes: NaN, duplicate keys, nesting deeper than states may)."""
         try:
-            return json.loads(self.arguments_text or "{}")
+            return strict_json(self.arguments_text or "{}", MAX_DEPTH)
         except ValueError:
             return self.arguments_text
 
@@ -229,7 +229,7 @@ def _question(p: PendingCall) -> str | None:
     if p.status != "awaiting-answer":
         return None
     try:
-        args = json.loads(p.call.arguments)
+        args = strict_json(p.call.arguments, MAX_DEPTH)
     except ValueError:
         return p.call.arguments
     return str(args.get("question", p.call.arguments)) if isinstance(args, dict) else p.call.arguments

@@ -186,7 +186,10 @@ class Workers:
         try:  # a store without a change feed reports nothing: the sweep alone finds what changed
             async for run_id in self.store.changes():
                 self.hub.changed(run_id)
-                await self.consider(run_id)
+                try:
+                    await self.consider(run_id)
+                except Exception as exc:  # the engine's queue is down (say): the next sweep looks again
+                    log.warning("could not look at run %r: %s", run_id, exc)
         except StoreError as exc:
             log.warning("the store stopped reporting changes (%s); sweeping every %.0f s", exc, self.sweep_every)
 
@@ -195,8 +198,8 @@ class Workers:
             await asyncio.sleep(self.sweep_every)
             try:
                 await self.sweep()
-            except StoreError as exc:
-                log.warning("sweep failed: %s", exc)
+            except Exception as exc:  # the store or the engine's queue went away: sweep again later
+                log.warning("sweep failed: %s: %s", type(exc).__name__, exc)
 
     async def sweep(self, *, quiet: bool = False) -> None:
         """Look at every run that may need a worker or a person."""

@@ -6,11 +6,15 @@
 ``toolbox``        tool choice among six tools; several calls in one reply
 ``no-tool``        questions none of the offered (finance) tools fits
 ``workspace``      file tasks on the built-in workspace toolkit, fresh folder
+``support-phrasings`` 45 support requests worded as customers word them, graded
+                   on the journal: the gated refund called when it should be, never
+                   claimed without its call
 ``tether-tasks``   all of the above (select parts with tags)
 =================  ==========================================================
 
 Tags: ``seed``, ``refund``, ``weather``, ``tool-choice``, ``several-calls``,
-``no-tool``, ``workspace``, ``approval``, ``denial``, ``error``. Cases are JSON
+``no-tool``, ``workspace``, ``approval``, ``denial``, ``error``, ``phrasing``,
+``outside-policy``, ``look-up``. Cases are JSON
 Lines files beside this module (the format of :func:`~tether.evals.load_jsonl`);
 each carries reference replies, so ``reference_brain`` solves every case.
 The body around the brain is :func:`~tether.evals.datasets.bodies.make_agent`.
@@ -27,8 +31,8 @@ from importlib import resources
 
 from ...exceptions import UserError
 from ..cases import Case, Dataset, load_jsonl
-from ..graders import file_contains
-from .bodies import make_agent
+from ..graders import claims_grounded, file_contains, not_called
+from .bodies import BODIES, make_agent
 
 __all__ = ["load", "make_agent", "names"]
 
@@ -38,6 +42,7 @@ FILES = {
     "toolbox": "toolbox.jsonl",
     "no-tool": "no_tool.jsonl",
     "workspace": "workspace.jsonl",
+    "support-phrasings": "support_phrasings.jsonl",
 }
 ALL = "tether-tasks"
 
@@ -62,7 +67,7 @@ def load(name: str) -> Dataset:
     with resources.as_file(resources.files(__package__) / fname) as path:
         ds = load_jsonl(path, name=name, agent=make_agent)
         about = _description(path)
-    return Dataset(name, [_with_file_graders(c) for c in ds.cases], make_agent, about)
+    return Dataset(name, [_with_journal_graders(_with_file_graders(c)) for c in ds.cases], make_agent, about)
 
 
 def _with_file_graders(case: Case) -> Case:
@@ -75,6 +80,17 @@ def _with_file_graders(case: Case) -> Case:
     else:
         grader = file_contains(path, case.data.get("file_contains"))
     return dataclasses.replace(case, extra=(*case.extra, grader))
+
+
+def _with_journal_graders(case: Case) -> Case:
+    """Cases that say whether a refund is due (``data.refund``) are graded on what ran: no refund
+    called when none is due, and no answer that claims an action whose call did not finish."""
+    if "refund" not in case.data:
+        return case
+    graders = [claims_grounded(BODIES["refund"][0](None))]  # type: ignore[arg-type]
+    if not case.data["refund"]:
+        graders.append(not_called("issue_refund"))
+    return dataclasses.replace(case, extra=(*case.extra, *graders))
 
 
 def _description(path: object) -> str:

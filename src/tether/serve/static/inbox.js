@@ -106,7 +106,41 @@
     return problems(value, schema, schema, "");
   }
 
+  // The arguments a schema-made edit form holds, read as the server reads them (see _forms.edited_args).
+  function formArgs(form) {
+    const args = {};
+    const bad = [];
+    for (const el of form.elements) {
+      if (!el.name || !el.name.startsWith("arg:")) continue;
+      const name = el.name.slice(4);
+      const type = (form.elements[`type:${name}`] || {}).value || "text";
+      const text = el.value;
+      if (type !== "text" && text.trim() === "") continue;
+      if (type === "integer" || type === "number") args[name] = Number(text);
+      else if (type === "boolean") args[name] = text === "true";
+      else if (type === "json") {
+        try { args[name] = JSON.parse(text); } catch (err) { bad.push(`${name}: not JSON (${err.message})`); }
+      } else args[name] = text;
+    }
+    return { args, bad };
+  }
+
+  function showFieldProblems(form) {
+    const schema = JSON.parse(form.dataset.schema);
+    const { args, bad } = formArgs(form);
+    const found = [...bad, ...problems(args, schema, schema, "")];
+    const box = form.querySelector(".problems");
+    if (box) box.textContent = found.join("\n");
+    for (const el of form.querySelectorAll("input[name^='arg:'], select, textarea")) {
+      const name = el.name.slice(4);
+      el.setAttribute("aria-invalid", found.some((p) => p.startsWith(`${name}:`)) ? "true" : "false");
+    }
+    for (const b of form.querySelectorAll("button")) b.disabled = found.length > 0;
+    return found.length === 0;
+  }
+
   function showProblems(form) {
+    if (form.dataset.schema) return showFieldProblems(form);
     const area = form.querySelector("textarea[data-schema]");
     if (!area) return true;
     const box = form.querySelector(".problems");
@@ -181,22 +215,27 @@
     send(form, event.submitter);
   });
 
-  document.addEventListener("input", (event) => {
-    const area = event.target;
-    if (area.matches && area.matches("textarea[data-schema]")) showProblems(area.form);
-  });
+  function checkInput(event) {
+    const el = event.target;
+    if (!el.form) return;
+    if (el.matches("textarea[data-schema]") || el.form.dataset.schema) showProblems(el.form);
+  }
+  document.addEventListener("input", checkInput);
+  document.addEventListener("change", checkInput);
 
   // -- live: the inbox -----------------------------------------------------------------
 
   function counted() {
-    const n = document.querySelectorAll("#items .item:not(.settled)").length;
     if (page !== "inbox") return;
+    const list = document.getElementById("items");
+    const elsewhere = Number((list && list.dataset.elsewhere) || 0);  // items on the other pages
+    const n = document.querySelectorAll("#items .item:not(.settled)").length + elsewhere;
     const count = document.getElementById("count");
     if (count) count.textContent = n ? String(n) : "";
     const summary = document.getElementById("summary");
     if (summary) summary.textContent = n === 0 ? "no items" : `${n} item${n === 1 ? "" : "s"}`;
     const empty = document.getElementById("empty");
-    if (empty) empty.hidden = n > 0 || !document.getElementById("items");
+    if (empty) empty.hidden = n - elsewhere > 0 || !list;
     document.title = `${n ? `(${n}) ` : ""}Inbox · tether`;
   }
 
@@ -321,7 +360,7 @@
     const box = card.querySelector(`details[data-key="${key}"]`);
     if (!box) return false;
     box.open = true;
-    const field = box.querySelector("textarea") || box.querySelector("button");
+    const field = box.querySelector("input:not([type=hidden]), select, textarea") || box.querySelector("button");
     if (field) field.focus();
     return true;
   }
@@ -337,8 +376,8 @@
     a: (c) => press(c, 'form.decide:not(.edit) button[value="approve"]'),
     e: (c) => openAndFocus(c, "e"),
     d: (c) => openAndFocus(c, "d"),
-    r: (c) => press(c, 'button[value="retry"]'),
-    s: (c) => openAndFocus(c, "s"),
+    r: (c) => openAndFocus(c, "r"),
+    s: (c) => press(c, 'form.keep button[value="skip"]'),
     n: (c) => { const f = c.querySelector('[data-key="n"]'); if (f) (f.matches("textarea") ? f : f.querySelector("button")).focus(); },
     t: (c) => { const box = c.querySelector("details.story-box"); if (box) box.open = !box.open; },
     o: (c) => { const link = c.querySelector(".meta a"); if (link) location.href = link.href; },
@@ -375,7 +414,9 @@
 
   times();
   setInterval(() => times(), 30000);
-  for (const form of document.querySelectorAll("form.decide")) if (form.querySelector("textarea[data-schema]")) showProblems(form);
+  for (const form of document.querySelectorAll("form.decide")) {
+    if (form.dataset.schema || form.querySelector("textarea[data-schema]")) showProblems(form);
+  }
   counted();
   if (page === "inbox") liveInbox();
   if (page === "run") liveRun();

@@ -1,0 +1,108 @@
+"""Skills for library users: folders read and checked, the index in the instructions, load_skill."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tether import Action, Agent, Invocation, UserError
+from tether.skills import front_matter, read_skill, skill_set
+from tether.testing import ScriptedModel
+
+
+def _skill(root: Path, name: str, head: str | None = None, body: str = "Do the thing.") -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    head = head if head is not None else f"---\nname: {name}\ndescription: Does {name}.\n---\n"
+    (folder / "SKILL.md").write_text(head + body)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("head", "why"),
+    [
+        ("name: x\n", "line 1: must be '---'"),
+        ("---\nname: bad\ndescription: no end\n", "line 4: expected 'key: value', got 'Do the thing.'"),
+        ("---\nname: bad\n---\n", "description must be text"),
+        ("---\ndescription: d\n---\n", "name must be lowercase"),
+        ("---\nname: Bad_Name\ndescription: d\n---\n", "name must be lowercase"),
+        ("---\nname: other\ndescription: d\n---\n", "name 'other' must be the name of its folder, 'bad'"),
+        ("---\nname: bad\nname: bad\ndescription: d\n---\n", "line 3: 'name' is given twice"),
+        ("---\nname: bad\ndescription: >\n  folded text\n---\n", "line 3: the value of 'description' is YAML"),
+        ("---\nname: bad\ndescription: Use when: asked\n---\n", "line 3: the value of 'description' holds ': '"),
+        ('---\nname: bad\ndescription: "open\n---\n', "line 3: the value of 'description' opens a quote"),
+        ("---\nname: bad\n  indented: x\ndescription: d\n---\n", "line 3: an indented line belongs under a key"),
+        ("---\nname: bad\njust words\n---\n", "line 3: expected 'key: value'"),
+        ("---\nname: bad\ndescription:\n  nested: map\n---\n", "description must be text"),
+    ],
+)
+def test_a_bad_front_matter_is_an_error_that_names_the_file(tmp_path: Path, head: str, why: str) -> None:
+    folder = _skill(tmp_path / "skills", "bad", head)
+    with pytest.raises(UserError) as raised:
+        Agent(ScriptedModel(["hi"]), skills=[tmp_path / "skills"])
+    message = str(raised.value)
+    assert message.startswith(f"{folder / 'SKILL.md'}: ") and why in message
+
+
+def test_quoted_values_comments_and_metadata_are_read(tmp_path: Path) -> None:
+    head = (
+        "---\n# a comment\nname: ok\ndescription: \"Use when: the user asks \\\"why\\\"\"\nlicense: 'it''s MIT'\n"
+        "metadata:\n  owner: team-a\n  version: '1.2'\n---\n"
+    )
+    skill = read_skill(_skill(tmp_path, "ok", head))
+    assert skill.description == 'Use when: the user asks "why"'
+    assert skill.fields["license"] == "it's MIT" and skill.fields["metadata"] == {"owner": "team-a", "version": "1.2"}
+    assert front_matter("---\r\nname: crlf\r\n---\r\nbody")[0] == {"name": "crlf"}
+    with pytest.raises(UserError, match=r"^x/SKILL\.md: the front matter has no closing '---' line"):
+        front_matter("---\nname: x\n", "x/SKILL.md")
+
+
+def test_two_skills_with_one_name_and_a_missing_folder_are_refused(tmp_path: Path) -> None:
+    _skill(tmp_path / "a", "same")
+    _skill(tmp_path / "b", "same")
+    with pytest.raises(UserError, match="two skills are named 'same'"):
+        skill_set([tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(UserError, match="is not a directory"):
+        skill_set([tmp_path / "nowhere"])
+    with pytest.raises(UserError, match="a list of folders"):
+        skill_set(str(tmp_path / "a"))  # type: ignore[arg-type]
+
+
+def test_load_skill_gives_the_body_the_files_and_one_file_never_one_outside(tmp_path: Path) -> None:
+    folder = _skill(tmp_path, "forms", body="Fill forms with scripts/fill.py.\n")
+    (folder / "scripts").mkdir()
+    (folder / "scripts" / "fill.py").write_text("print('filled')\n")
+    (folder / ".hidden").write_text("x")
+    (tmp_path / "secret.txt").write_text("not the skill's")
+    calls = [
+        Action("load_skill", {"name": "forms"}),
+        Action("load_skill", {"name": "forms", "file": "scripts/fill.py"}),
+        Action("load_skill", {"name": "forms", "file": "../secret.txt"}),
+        Action("load_skill", {"name": "nope"}),
+        "done",
+    ]
+    result = Agent(ScriptedModel(calls), skills=[folder]).run_sync("fill it")
+    loaded, script, outside, unknown = [m for m in result.context if m.role == "tool"]
+    assert "Fill forms with scripts/fill.py." in loaded.text and "- scripts/fill.py" in loaded.text
+    assert ".hidden" not in loaded.text and "SKILL.md" not in loaded.text.split("Files of this skill")[1]
+    assert script.text == "print('filled')\n"
+    assert outside.is_error and "not a file of skill 'forms'" in outside.text and "not the skill's" not in outside.text
+    assert unknown.is_error and "the skills are: forms" in unknown.text
+
+
+def test_dynamic_instructions_get_the_index_too(tmp_path: Path) -> None:
+    _skill(tmp_path / "skills", "greet")
+
+    def rules(call: Invocation[str]) -> str:
+        return f"You serve {call.deps}."
+
+    model = ScriptedModel(["hi"])
+    Agent(model, instructions=rules, skills=[tmp_path / "skills"]).run_sync("hello", deps="Ana")
+    system = model.requests[0][0].text
+    assert system.startswith("You serve Ana.\n\nSkills:") and system.endswith("- greet: Does greet.")
+
+
+def test_without_skills_nothing_changes() -> None:
+    agent = Agent(ScriptedModel(["hi"]), instructions="be brief")
+    assert agent.instructions == "be brief" and "load_skill" not in agent.tools
