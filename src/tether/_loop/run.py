@@ -55,7 +55,7 @@ from .budgets import Budget, Parent, cost_of
 from .calls import fit_result, run_call
 from .children import child_input, child_output, finished_child, previous_notebook, settle
 from .pausing import asks, reason_of
-from .resuming import check_against_store, check_resumable, driver, stored_journal
+from .resuming import check_against_store, check_resumable, driver, shown, stored_journal
 from .session import continue_session
 from .settings import Input, Observer, Settings, Watcher, instructions_of, labels, model_of, require_deps
 from .streams import CancelRequested, interleave
@@ -184,11 +184,7 @@ class Run:
             first = [started]
         self.ended = bool(missing_deps(self.agent.tool_list, self.deps))  # then nothing is committed
         require_deps(self.agent, self.deps)  # the agent driving a resumed run may be another (a handoff)
-        out = [await self.commit(ev) for ev in first]
-        if self.fresh is not None:  # already committed: only shown
-            out = [self.fresh]
-            for w in self.watchers:
-                w.event(self.fresh)
+        out = [await self.commit(ev) for ev in first] or shown(self.fresh, self.watchers)
         self.budget.start_counting(self.agent, self.journal)
         return out
 
@@ -220,15 +216,13 @@ class Run:
 
     async def _load(self) -> list[Event]:
         assert self.run_id is not None
-        journal, events = await stored_journal(self.store, self.run_id)
+        journal, self.fresh = await stored_journal(self.store, self.run_id)
         state = journal.snapshot()
         check_resumable(state, self.fingerprint, self.key, trusted=True, child=self.parent is not None)
         self.agent = driver(state, self.agent, self.root)
         self.journal = journal  # a store's journal already holds its decisions
-        if len(events) == 1 and isinstance(events[0], RunStarted):  # started elsewhere (a server), never advanced:
-            self.fresh = events[0]  # its run-started is this segment's; a second would say it resumed
-            return []
-        return [RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name, model=model_of(self.agent))]
+        resumed = RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name, model=model_of(self.agent))
+        return [] if self.fresh is not None else [resumed]  # a run never advanced begins with its own
 
     async def _hold(self, run_id: str) -> None:
         """Take the run's lease (with a store) and keep renewing it while the run streams."""
