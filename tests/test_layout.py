@@ -58,7 +58,13 @@ PACKAGES = {
     "cli": "faces",
     "serve": "faces",
 }
-MODULES = {"testing": "brains", "memory": "patterns", "trace": "observability", "telemetry": "observability"}
+MODULES = {
+    "testing": "brains",
+    "memory": "patterns",
+    "provenance": "patterns",
+    "trace": "observability",
+    "telemetry": "observability",
+}
 MODULES.update({name: "core" for name in FLOW if "." not in name})
 MODULES.update({"__init__": "core", "__main__": "faces"})
 CAPS = {"tether.agent": 250}  # lines; every other module: DEFAULT_CAP

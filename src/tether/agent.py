@@ -34,8 +34,8 @@ from .tools import Invocation, Tool
 
 __all__ = ["Agent", "Approver", "Observer", "RunResult", "Settings", "Watcher"]
 
-Approver = Callable[[Tool, dict[str, Any], Context], bool]
-"""An agent-wide gate: ``approver(tool, args, context)`` returns True to ask a human."""
+Approver = Callable[[Tool, dict[str, Any], Context], bool | str]
+"""An agent-wide gate: ``approver(tool, args, context)`` returns True, or why as text, to ask a human."""
 
 
 class Agent:

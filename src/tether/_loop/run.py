@@ -46,6 +46,7 @@ from ..journal import Journal
 from ..leases import Holder, late
 from ..messages import Message
 from ..parts import check_notebook
+from ..pending import child_run_id
 from ..policy import ask, unique_call_ids
 from ..state import RunState
 from ..tools import Tool, missing_deps
@@ -380,8 +381,8 @@ class Run:
 
         approvers = (*(self.parent.approvers if self.parent else ()), *((agent.approver,) if agent.approver else ()))
 
-        def gate(tool: Tool, args: dict[str, Any]) -> bool:  # the tool's gate, then every approver up the tree
-            return tool.needs_approval(args, ctx) or any(approve(tool, args, ctx) for approve in approvers)
+        def gate(tool: Tool, args: dict[str, Any]) -> bool | str:  # the tool's gate, then every approver up the tree
+            return tool.needs_approval(args, ctx) or next((s for a in approvers if (s := a(tool, args, ctx))), False)
 
         return [plan(p, agent.tools, j.decisions.get(p.call.id), gate) for p in j.pending.values()]
 
@@ -425,7 +426,7 @@ class Run:
         """Run (or resume) the call's child run; its events show here, its ending settles the call."""
         child_agent: Settings = step.tool.agent
         call = step.call
-        child_id = f"{self.journal.run_id}/{call.id}"
+        child_id = child_run_id(self.journal.run_id, call.id)
         if (finished := await finished_child(self.store, child_id)) is not None:  # then its parent was killed
             yield await self.commit(settle(call, child_agent.name, finished, child_output(child_agent, finished)))
             return

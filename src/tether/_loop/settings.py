@@ -66,7 +66,7 @@ class Settings(Protocol):
     prices: Mapping[str, Price]
     store: RunStore | None
     signing_key: bytes | None
-    approver: Callable[[Tool, dict[str, Any], Context], bool] | None
+    approver: Callable[[Tool, dict[str, Any], Context], bool | str] | None
     compactor: Callable[[Context], Context] | None
     lease_ttl: float
     observers: tuple[Observer, ...]
