@@ -17,9 +17,9 @@ from ..journal import Journal
 from ..state import RunState
 from ..store import RunStore
 from ..tools import ArgumentsInvalid, Tool
-from .settings import Settings, Watcher
+from .settings import Settings, Watcher, model_of
 
-__all__ = ["check_against_store", "check_edits", "check_resumable", "driver", "shown", "stored_journal"]
+__all__ = ["check_against_store", "check_edits", "check_resumable", "driver", "resumed", "shown", "stored_journal"]
 
 
 def check_resumable(state: RunState, fingerprint: str, key: bytes | None, *, trusted: bool, child: bool) -> None:
@@ -68,6 +68,11 @@ async def stored_journal(store: RunStore | None, run_id: str) -> tuple[Journal, 
     if journal.closed:
         raise StateError(f"run {run_id!r} was cancelled for good and cannot be resumed")
     return journal, events[0] if len(events) == 1 and isinstance(events[0], RunStarted) else None
+
+
+def resumed(run_id: str, fingerprint: str, agent: Settings) -> RunStarted:
+    """The run-started a resumed segment begins with (a run never advanced begins with its own: see ``shown``)."""
+    return RunStarted(run_id, (), True, fingerprint, agent.name, model=model_of(agent))
 
 
 def shown(fresh: RunStarted | None, watchers: Sequence[Watcher]) -> list[Event]:
