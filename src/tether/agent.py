@@ -18,7 +18,7 @@ from ._loop.children import agent_tool
 from ._loop.handoffs import team, team_fingerprint, transfer_tool
 from ._loop.result import RunResult, output_of
 from ._loop.run import Run
-from ._loop.settings import Observer, Settings, Watcher
+from ._loop.settings import Observer, Settings, Watcher, loop_running
 from .context import Context
 from .cost import Price
 from .events import Event
@@ -203,11 +203,9 @@ class Agent:
 
         Inside a running event loop (async code, Jupyter) use ``await agent.run(...)``.
         """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, session=session, deps=deps))
-        raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
+        if loop_running():  # asked outside any except block: the run's own errors are not chained to it
+            raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run")
+        return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, session=session, deps=deps))
 
     output_of = output_of  # a finished run's output, rebuilt from its state or events (tether._loop.result.output_of)
 

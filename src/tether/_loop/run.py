@@ -56,7 +56,7 @@ from .budgets import Budget, Parent, cost_of
 from .calls import fit_result, run_call
 from .children import child_input, child_output, finished_child, previous_notebook, settle
 from .pausing import asks, reason_of
-from .resuming import check_against_store, check_resumable, driver, stored_journal
+from .resuming import check_against_store, check_resumable, driver, resumed, shown, stored_journal
 from .session import continue_session
 from .settings import Input, Observer, Settings, Watcher, instructions_of, labels, model_of, require_deps
 from .streams import CancelRequested, interleave
@@ -101,6 +101,7 @@ class Run:
         self.ended = False
         self.limit: str | None = None
         self.lock = asyncio.Lock()
+        self.fresh: RunStarted | None = None  # a stored run-started this segment begins with (see _load)
         self.failure: Failed | None = None  # the store failed: how the run ended, not committed
         self._notebooks: dict[str, Context] = {}  # finished children's notebooks, for tools that continue them
         self.watchers = [o.watch(agent) for o in agent.observers]  # none, unless observers were given
@@ -184,7 +185,7 @@ class Run:
             first = [started]
         self.ended = bool(missing_deps(self.agent.tool_list, self.deps))  # then nothing is committed
         require_deps(self.agent, self.deps)  # the agent driving a resumed run may be another (a handoff)
-        out = [await self.commit(ev) for ev in first]
+        out = [await self.commit(ev) for ev in first] or shown(self.fresh, self.watchers)
         self.budget.start_counting(self.agent, self.journal)
         return out
 
@@ -211,17 +212,16 @@ class Run:
         self.journal = Journal.from_state(state)
         if stored is not None:  # a state keeps the total usage only; the store knows it per model
             self.journal.usage_by_model = stored.usage_by_model
-        resumed = RunStarted(state.run_id, (), True, self.fingerprint, self.agent.name, model=model_of(self.agent))
-        return [resumed, *(ApprovalDecided(d) for d in state.decisions)]
+        return [resumed(state.run_id, self.fingerprint, self.agent), *(ApprovalDecided(d) for d in state.decisions)]
 
     async def _load(self) -> list[Event]:
         assert self.run_id is not None
-        journal = await stored_journal(self.store, self.run_id)
+        journal, self.fresh = await stored_journal(self.store, self.run_id)
         state = journal.snapshot()
         check_resumable(state, self.fingerprint, self.key, trusted=True, child=self.parent is not None)
         self.agent = driver(state, self.agent, self.root)
         self.journal = journal  # a store's journal already holds its decisions
-        return [RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name, model=model_of(self.agent))]
+        return [] if self.fresh is not None else [resumed(journal.run_id, self.fingerprint, self.agent)]
 
     async def _hold(self, run_id: str) -> None:
         """Take the run's lease (with a store) and keep renewing it while the run streams."""

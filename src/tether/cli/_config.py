@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from ..tools import Tool
 
 CONFIG_KEYS = frozenset(
-    ("model", "base_url", "api_key_env", "store", "instructions", "max_steps", "mcp", "offload_over")
+    ("model", "base_url", "api_key_env", "store", "instructions", "max_steps", "context_size", "mcp", "offload_over")
 )
+INT_KEYS = frozenset(("max_steps", "context_size", "offload_over"))
 OFFLOAD_OVER = 20_000  # characters: a longer tool result goes to a workspace file (tether.toolkits.offload)
 RECORDED = {"model": "--model", "base_url": "--base-url", "api_key_env": "--api-key-env", "workspace": "--workspace"}
 PROVIDERS = ("openai", "anthropic", "local", "scripted")
@@ -73,6 +74,7 @@ class Settings:
     api_key_env: str | None = None
     instructions: str | None = None
     max_steps: int = 20
+    context_size: int | None = None  # the offline model's context window, in tokens
     offload_over: int = OFFLOAD_OVER  # 0: never offload
     unsafe_no_sandbox: bool = False
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
@@ -87,10 +89,17 @@ def load_settings(
     base_url: str | None = None,
     api_key_env: str | None = None,
     max_steps: int | None = None,
+    context_size: int | None = None,
     unsafe_no_sandbox: bool = False,
     env: Mapping[str, str] | None = None,
+    reading: bool = False,
 ) -> Settings:
-    """Merge flags, environment and config files (first one that sets a key wins)."""
+    """Merge flags, environment and config files (first one that sets a key wins).
+
+    ``reading``: the command runs no agent (``runs``, ``show``, the decisions); a store that lies in
+    the workspace is then refused only when an agent of the command line works there (it has a
+    ``.tether/``), so a store a program of yours made in its own directory can be read and decided.
+    """
     env = dict(os.environ) if env is None else dict(env)
     ws = workspace_dir(workspace or os.getcwd())
     files = [read_config(ws / STATE_DIR / "config.toml"), read_config(user_config_path(env))]
@@ -108,9 +117,11 @@ def load_settings(
         return None
 
     steps = max_steps if max_steps is not None else pick("max_steps")
+    window = context_size if context_size is not None else pick("context_size")
     offload = pick("offload_over")
     store_url = pick("store") or default_store_url(ws)
-    check_store(ws, store_url)
+    if not reading or (ws / STATE_DIR).is_dir():
+        check_store(ws, store_url)
     flags["workspace"] = workspace
     return Settings(
         workspace=ws,
@@ -120,6 +131,7 @@ def load_settings(
         api_key_env=pick("api_key_env"),
         instructions=pick("instructions"),
         max_steps=int(steps) if steps is not None else 20,
+        context_size=int(window) if window is not None else None,
         offload_over=int(offload) if offload is not None else OFFLOAD_OVER,
         unsafe_no_sandbox=unsafe_no_sandbox,
         env=env,
@@ -155,7 +167,7 @@ def read_config(path: Path) -> dict[str, Any]:
     for key, value in data.items():
         if key == "mcp":  # [mcp.servers.NAME] tables, checked by tether.cli._mcp
             continue
-        kind = int if key in ("max_steps", "offload_over") else str
+        kind = int if key in INT_KEYS else str
         if not isinstance(value, kind) or isinstance(value, bool):
             names = {"int": "an integer", "str": "a string", "bool": "true or false"}
             raise ConfigError(
@@ -263,12 +275,14 @@ def parse_model(text: str | None, base_url: str | None = None) -> ModelSpec:
 def make_policy(settings: Settings) -> Policy:
     """The brain the settings name, or ConfigError saying what is missing."""
     spec = parse_model(settings.model, settings.base_url)
+    if settings.context_size is not None and spec.provider != "local":
+        raise ConfigError(f"--context-size (context_size) sets the offline local model's window; {spec.text} is not it")
     if spec.provider == "scripted":
         from ._scripted import load_script
 
         return load_script(spec.name)
     if spec.provider == "local":
-        return _local_model(spec)
+        return _local_model(spec, settings.context_size)
     preset = PRESETS.get(spec.provider) if spec.provider != "openai" else None  # groq:, ollama:...
     default = "https://api.anthropic.com" if spec.provider == "anthropic" else OPENAI_URL
     base_url = settings.base_url or (preset.base_url if preset else default)
@@ -312,7 +326,7 @@ def _construct(provider: Any, spec: ModelSpec, kwargs: dict[str, Any]) -> Policy
         raise ConfigError(str(exc)) from None
 
 
-def _local_model(spec: ModelSpec) -> Policy:
+def _local_model(spec: ModelSpec, context_size: int | None) -> Policy:
     """The offline model, checked now (runtime and weights) rather than at the first turn."""
     import importlib
 
@@ -322,11 +336,14 @@ def _local_model(spec: ModelSpec) -> Policy:
     except ImportError as exc:
         raise ConfigError(_missing_extra("local", exc)) from None
     kwargs: dict[str, Any] = {"threads": 1}
+    if context_size is not None:  # a long task overflows the default 8192 tokens
+        kwargs["context_size"] = context_size
     if spec.name:
         kwargs["model"] = spec.name
     try:
         model = LocalModel(**kwargs)
         model.path()  # assembles and verifies the weights once; fails if they are missing
+        model.load()  # now, not in the first turn: loading holds the GIL, so a Ctrl-C there would wait for it
     except UserError as exc:
         raise ConfigError(str(exc)) from None
     return model

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import signal
 import sys
 import threading
@@ -182,6 +183,13 @@ class Session:
 
     def resume(self, run_id: str, renderer: Renderer) -> Outcome:
         agent = self.agent_for(self.run(self.settings_of(run_id)))
+        events = self.run(self.store.load(run_id))
+        first = events[0] if events and isinstance(events[0], RunStarted) else None
+        if first is not None and "key_id" not in first.meta and first.fingerprint != agent.fingerprint:
+            raise ConfigError(
+                f"run {run_id!r} was started by another program (agent {first.agent!r}) with other tools than the "
+                f"command line's agent: resume it in that program, agent.run(run_id={run_id!r})"
+            )
         return self.run(self.drive(lambda: agent.stream(run_id=run_id), renderer))
 
     def settle(self, outcome: Outcome, renderer: Renderer, ask: Asker | None) -> Outcome:
@@ -245,8 +253,14 @@ class _CtrlC:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def _interrupt(self) -> None:
+        if self.pressed:  # a second Ctrl-C: leave now; the run is resumable (its lease lapses, or it was cancelled)
+            sys.stderr.write("\nstopped; the run can be resumed (tether resume)\n")
+            sys.stderr.flush()
+            os._exit(130)
         if self.armed and self.task is not None:
             self.pressed += 1
+            sys.stderr.write("\nstopping… (Ctrl-C again to quit at once)\n")  # said at once, before the model stops
+            sys.stderr.flush()
             self.task.cancel()
 
     def consume(self) -> bool:

@@ -36,7 +36,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..agent import Agent, RunResult
-from ..exceptions import LeaseConflict, StateError, UserError, import_extra
+from ..exceptions import LeaseConflict, StateError, StoreError, UserError, import_extra
+from ._deps import DepsFactory, deps_for, record_stuck, refuse_missing, transient
 from ._sweeper import Sweeper, backoff, runnable
 
 __all__ = ["ProcrastinateDispatcher"]
@@ -56,7 +57,8 @@ class ProcrastinateDispatcher:
     ``agents`` are the agents this process can advance (a process that only
     submits, such as ``tether serve --workers 0``, may pass none). Runs that end
     ``failed`` on a provider error are tried again after ``retry_after``
-    seconds, up to ``retries`` times.
+    seconds, up to ``retries`` times. ``deps`` makes each run's dependencies
+    (:mod:`tether.dispatch._deps`); an agent that needs them is refused without it.
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class ProcrastinateDispatcher:
         queue: str = "tether",
         retry_after: float = 60.0,
         retries: int = 3,
+        deps: DepsFactory | None = None,
     ) -> None:
         pc = _procrastinate()
         if not schema.replace("_", "").isalnum():
@@ -78,6 +81,8 @@ class ProcrastinateDispatcher:
             if agent.store is None:
                 raise UserError(f"agent {name!r} has no store: a worker resumes runs from a store")
         self.retry_after, self.retries = retry_after, retries
+        refuse_missing(self.agents, deps)  # at start, not run by run
+        self.deps = deps
         connector = pc.PsycopgConnector(conninfo=dsn, kwargs={"options": f"-c search_path={schema}"}, max_size=8)
         self.app = pc.App(connector=connector)
         self._task = self.app.task(name=TASK, queue=queue)(self._advance)
@@ -87,7 +92,12 @@ class ProcrastinateDispatcher:
 
     @classmethod
     def for_store(
-        cls, url: str, agents: Mapping[str, Agent] | None = None, *, schema: str = "tether_queue"
+        cls,
+        url: str,
+        agents: Mapping[str, Agent] | None = None,
+        *,
+        schema: str = "tether_queue",
+        deps: DepsFactory | None = None,
     ) -> ProcrastinateDispatcher:
         """The queue on the PostgreSQL of the store at ``url`` (``postgresql://...?schema=...``).
 
@@ -98,14 +108,19 @@ class ProcrastinateDispatcher:
 
         if not url.startswith(("postgresql://", "postgres://")):
             raise UserError("workers share the store's PostgreSQL: give a postgresql://... store URL")
-        return cls(open_store(url).dsn, agents, schema=schema)  # type: ignore[attr-defined]
+        return cls(open_store(url).dsn, agents, schema=schema, deps=deps)  # type: ignore[attr-defined]
 
     # -- lifecycle ---------------------------------------------------------------
 
     async def open(self) -> ProcrastinateDispatcher:
         """Connect, and create the queue's schema if it is not there yet (idempotent)."""
         if not self._opened:
-            await self._ensure_schema()
+            import psycopg
+
+            try:
+                await self._ensure_schema()
+            except psycopg.OperationalError as exc:  # no server, no database, wrong password: one line
+                raise StoreError(f"cannot connect to the queue's PostgreSQL: {str(exc).strip()}") from exc
             await self.app.open_async()
             self._opened = True
         return self
@@ -201,11 +216,20 @@ class ProcrastinateDispatcher:
         await asyncio.shield(run)
 
     async def _run(self, run_id: str, agent: str) -> None:
+        store = self.agents[agent].store
+        assert store is not None
         self.in_flight.add(run_id)
         try:
-            result = await self.agents[agent].run(run_id=run_id)
+            deps = await deps_for(self.deps, store, run_id, agent)
+            result = await self.agents[agent].run(run_id=run_id, deps=deps)
         except (LeaseConflict, StateError) as exc:  # a live worker has it, or there is nothing to do
             log.debug("run %r not advanced: %s", run_id, exc)
+            return
+        except Exception as exc:  # it cannot advance here: say so in the run, not only in this log
+            if transient(exc):
+                raise  # the store or the network: the job fails, the sweeper submits the run again
+            log.error("run %r could not be advanced: %s: %s", run_id, type(exc).__name__, exc)
+            await record_stuck(store, run_id, exc)
             return
         except asyncio.CancelledError:  # shutting down: the run ended resumable; hand it on
             await asyncio.shield(self._hand_on(run_id, agent))

@@ -167,7 +167,10 @@ async def start_run(request: Request) -> Response:
     key = request.headers.get("idempotency-key")
     if key is not None and not 1 <= len(key) <= 200:
         raise ApiError(422, "invalid-key", "Idempotency-Key must be 1 to 200 characters")
-    view, new = await server(request).service.start(body.agent, body.input, run_id=body.run_id, key=key, meta=body.meta)
+    service = server(request).service
+    view, new = await service.start(
+        body.agent, body.input, run_id=body.run_id, key=key, meta=body.meta, inputs=body.inputs
+    )
     where = f"{request.scope.get('root_path', '')}/api/runs/{quote(view.run_id, safe='')}"
     return reply(run_json(view), 201 if new else 200, {"location": where})
 

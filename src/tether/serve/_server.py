@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..agent import Agent
-from ..dispatch import Dispatcher
+from ..dispatch import DepsFactory, Dispatcher, refuse_missing
 from ..exceptions import UserError
 from ..store import RunStore
 from . import _pages as pages
@@ -73,12 +73,16 @@ class Server:
         env: Mapping[str, str] | None = None,
         dispatcher: Dispatcher | None = None,
         rules: str | Path | None = None,
+        deps: DepsFactory | None = None,
         asker: str = "the customer",
     ) -> None:
         env = os.environ if env is None else env
         if workers == 0 and dispatcher is None:
             raise UserError("workers=0 needs a dispatcher: the engine that hands runs to tether worker processes")
+        if deps is not None and not callable(deps):
+            raise UserError(f"deps must be a callable make_deps(run_id, agent, inputs), got {deps!r}")
         given = _by_name(agents)
+        refuse_missing(given, deps)  # an agent that needs deps is refused now, not run by run
         self.store_url, inner, self._owns_store = _store(store, given)
         self.home = home_of(self.store_url)
         self.key = _key(given, self.store_url, env)
@@ -109,8 +113,9 @@ class Server:
             interrupted=self.home / "serve.interrupted.json",
             sweep_every=sweep_every,
             dispatcher=dispatcher,
+            deps=deps,
         )
-        self.service = Service(self.agents, self.store, self.views, self.workers, self.key)
+        self.service = Service(self.agents, self.store, self.views, self.workers, self.key, deps)
         self.people = People(self.home, load_rules(rules) if rules else Rules(), self.key)  # who may decide what
         self.service.judge = self.people
         self.sessions = self.people.sessions

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import time
 import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 from ..agent import Agent
+from ..dispatch import INPUTS_LABEL, DepsFactory, inputs_label
 from ..events import Cancelled, RunStarted
 from ..exceptions import LeaseConflict, StateError
 from ..messages import Message
@@ -65,10 +67,17 @@ class Service:
     """The server's operations over its store, agents and workers."""
 
     def __init__(
-        self, agents: Mapping[str, Agent], store: ServedStore, views: Views, workers: Workers, key: bytes
+        self,
+        agents: Mapping[str, Agent],
+        store: ServedStore,
+        views: Views,
+        workers: Workers,
+        key: bytes,
+        deps: DepsFactory | None = None,
     ) -> None:
         self.agents, self.store, self.views, self.workers, self.key = agents, store, views, workers, key
         self.judge: Judge | None = None
+        self.deps = deps
 
     # -- runs --------------------------------------------------------------------
 
@@ -79,20 +88,45 @@ class Service:
         return view
 
     async def start(
-        self, agent_name: str, task: str, *, run_id: str | None, key: str | None, meta: dict[str, str]
+        self,
+        agent_name: str,
+        task: str,
+        *,
+        run_id: str | None,
+        key: str | None,
+        meta: dict[str, str],
+        inputs: dict[str, Any] | None = None,
     ) -> tuple[RunView, bool]:
-        """Start a run (or find the one this id or idempotency key already started); True if new."""
+        """Start a run (or find the one this id or idempotency key already started); True if new.
+
+        ``inputs`` (JSON) go to the deps factory, now and whenever a worker advances the run."""
         agent = self.agents.get(agent_name)
         if agent is None:
             raise ApiError(422, "no-such-agent", f"no agent {agent_name!r} is served here (see GET /api/agents)")
+        if INPUTS_LABEL in meta:
+            raise ApiError(422, "invalid-body", f"the label {INPUTS_LABEL!r} is reserved: pass inputs instead")
+        if inputs and self.deps is None:
+            raise ApiError(422, "invalid-body", "inputs go to a deps factory, and this server has none")
         run_id = run_id or (_keyed_id(key) if key else uuid.uuid4().hex)
-        started = _started(agent, run_id, task, meta)
+        meta = {**meta, **inputs_label(inputs)}
+        started = _started(agent, run_id, task, meta, await self._deps(agent, run_id, inputs or {}))
         try:
             await self.store.append(run_id, [started], expected_seq=0)
         except LeaseConflict:
             return await self._existing(run_id, started), False
         await self.workers.submit(run_id, agent.name)
         return await self.view(run_id), True
+
+    async def _deps(self, agent: Agent, run_id: str, inputs: dict[str, Any]) -> Any:
+        """The new run's deps, for its instructions (the factory's refusal is the caller's 422)."""
+        if self.deps is None:
+            return None
+        try:
+            made = self.deps(run_id, agent.name, inputs)
+            return await made if inspect.isawaitable(made) else made
+        except Exception as exc:  # the application's factory: whatever it raises refuses these inputs
+            said = f"the deps factory refused this run: {type(exc).__name__}: {exc}"
+            raise ApiError(422, "deps-refused", said) from None
 
     async def _existing(self, run_id: str, wanted: RunStarted) -> RunView:
         view = await self.view(run_id)
@@ -193,7 +227,7 @@ class Service:
             )
         if choice.verdict not in item.verdicts:
             raise ApiError(
-                422, "wrong-verdict", f"a {item.kind} item takes {' or '.join(item.verdicts)}, not {choice.verdict}"
+                422, "wrong-verdict", f"{_a(item.kind)} item takes {' or '.join(item.verdicts)}, not {choice.verdict}"
             )
         return item
 
@@ -211,7 +245,12 @@ class Service:
             else:
                 tool.validate(choice.args or {})
         except ArgumentsInvalid as exc:
-            raise ApiError(422, "invalid-arguments", str(exc)) from None
+            raise ApiError(422, "invalid-answer" if answers else "invalid-arguments", str(exc)) from None
+
+
+def _a(word: str) -> str:
+    """``word`` with its indefinite article: "an approval", "a question"."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
 
 def _keyed_id(key: str) -> str:
@@ -219,11 +258,19 @@ def _keyed_id(key: str) -> str:
     return "k" + hashlib.sha256(key.encode()).hexdigest()[:31]
 
 
-def _started(agent: Agent, run_id: str, task: str, meta: dict[str, str]) -> RunStarted:
+def _started(agent: Agent, run_id: str, task: str, meta: dict[str, str], deps: Any) -> RunStarted:
     """The first event of a new run of ``agent``, as the loop itself would write it."""
     said = agent.instructions
-    if callable(said):  # dynamic instructions: a served run has no deps
-        said = said(Invocation(run_id, "", "", None))
+    if callable(said):  # dynamic instructions: they read the run's deps
+        try:
+            said = said(Invocation(run_id, "", "", deps))
+        except Exception as exc:  # the application's code: say which part failed, not only its type
+            message = f"agent {agent.name!r}'s instructions failed: {type(exc).__name__}: {exc}"
+            raise ApiError(500, "instructions-failed", message) from None
     notes = [Message.system(said)] if said else []
     notes.append(Message.user(task))
-    return RunStarted(run_id, tuple(notes), False, agent.fingerprint, agent.name, dict(meta), at=time.time())
+    model = getattr(agent.policy, "model", "")
+    return RunStarted(
+        run_id, tuple(notes), False, agent.fingerprint, agent.name, dict(meta),
+        model if isinstance(model, str) else "", at=time.time(),
+    )  # fmt: skip
