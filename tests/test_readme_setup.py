@@ -18,7 +18,7 @@ def _ci_installs() -> tuple[set[str], list[str], list[str]]:
     script = (ROOT / ".ci" / "run").read_text()
     suite = re.search(r"pip install -q -e '\.\[([a-z,-]+)\]'", script)
     assert suite is not None
-    pinned = re.findall(r"pip install -q '([^']+==[^']+)'", script)
+    pinned = re.findall(r"pip install -q (?:--no-deps )?'([^']+==[^']+)'", script)
     npm = re.findall(r"npm install [^\n]*?'([^']+)'", script)
     return set(suite.group(1).split(",")), pinned, npm
 
