@@ -108,12 +108,14 @@ class Skill:
         read goes ahead only while the folder still resolves to itself, the file resolves inside
         it, and the file opened (without following a last symlink) is a regular file.
         """
-        if any(part.startswith(".") for part in file.replace("\\", "/").split("/") if part not in ("", ".", "..")):
+        if _hidden(file):
             raise ValueError(f"{file!r} is a hidden file; skill {self.name!r} lists the files it offers")
         root = self._root()
         path = os.path.realpath(os.path.join(root, file))
         if not path.startswith(root + os.sep):
             raise ValueError(f"{file!r} is not a file of skill {self.name!r}")
+        if _hidden(os.path.relpath(path, root)):  # a visible name that links to .env is still .env
+            raise ValueError(f"{file!r} is a hidden file; skill {self.name!r} lists the files it offers")
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
@@ -122,6 +124,8 @@ class Skill:
             raise ValueError(f"{file!r} is not a regular file of skill {self.name!r}") from None
         with os.fdopen(fd, "rb") as f:
             info = os.fstat(f.fileno())
+            if not _opened_inside(fd, root):  # a folder on the way was swapped between resolving and opening
+                raise ValueError(f"{file!r} is not a file of skill {self.name!r}")
             if not stat.S_ISREG(info.st_mode):
                 raise ValueError(f"{file!r} is not a regular file of skill {self.name!r}")
             data, size = f.read(MAX_SKILL_BYTES), info.st_size
@@ -137,6 +141,19 @@ class Skill:
         if os.path.islink(root) or os.path.realpath(root) != root:
             raise ValueError(f"the folder of skill {self.name!r} was replaced since the agent was built: not read")
         return root
+
+
+def _hidden(path: str) -> bool:
+    return any(part.startswith(".") for part in path.replace("\\", "/").split("/") if part not in ("", ".", ".."))
+
+
+def _opened_inside(fd: int, root: str) -> bool:
+    """Whether the file open as ``fd`` is inside ``root`` (Linux says where through /proc; elsewhere, trusted)."""
+    try:
+        where = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return True
+    return where.startswith(root + os.sep)
 
 
 @dataclass(frozen=True, slots=True)

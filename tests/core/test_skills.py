@@ -162,3 +162,24 @@ def test_a_fifo_named_skill_md_is_refused_without_blocking(tmp_path: Path) -> No
     os.mkfifo(tmp_path / "evil" / "SKILL.md")  # nobody writes to it: opening it blocking would hang
     with pytest.raises(UserError, match=r"SKILL\.md: is not a regular file"):
         skill_set([tmp_path])
+
+
+def test_a_visible_name_that_links_to_a_hidden_file_is_not_read(tmp_path: Path) -> None:
+    folder = _skill(tmp_path, "notes")
+    (folder / ".env").write_text("API_KEY=sk-live-123")
+    (folder / "notes.txt").symlink_to(folder / ".env")
+    with pytest.raises(ValueError, match="is a hidden file"):
+        read_skill(folder).read("notes.txt")
+
+
+def test_a_file_opened_outside_the_folder_is_known_by_where_it_is(tmp_path: Path) -> None:
+    from tether.skills import _opened_inside  # the check after open, against a folder swapped mid-read
+
+    folder = _skill(tmp_path, "notes")
+    (tmp_path / "secret.txt").write_text("x")
+    for path, inside in ((folder / "SKILL.md", True), (tmp_path / "secret.txt", False)):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert _opened_inside(fd, str(folder)) is inside
+        finally:
+            os.close(fd)
