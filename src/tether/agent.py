@@ -18,7 +18,7 @@ from ._loop.children import agent_tool
 from ._loop.handoffs import team, team_fingerprint, transfer_tool
 from ._loop.result import RunResult, output_of
 from ._loop.run import Run
-from ._loop.settings import Observer, Settings, Watcher
+from ._loop.settings import Observer, Settings, Watcher, loop_running
 from .context import Context
 from .cost import Price
 from .events import Event
@@ -27,14 +27,15 @@ from .grounding import Validator, check_validators
 from .messages import Message
 from .output import OutputSpec, with_output
 from .policy import Policy
+from .skills import SkillFolder, skill_set
 from .state import RunState
 from .store import RunStore
 from .tools import Invocation, Tool
 
 __all__ = ["Agent", "Approver", "Observer", "RunResult", "Settings", "Watcher"]
 
-Approver = Callable[[Tool, dict[str, Any], Context], bool]
-"""An agent-wide gate: ``approver(tool, args, context)`` returns True to ask a human."""
+Approver = Callable[[Tool, dict[str, Any], Context], bool | str]
+"""An agent-wide gate: ``approver(tool, args, context)`` returns True, or why as text, to ask a human."""
 
 
 class Agent:
@@ -74,6 +75,7 @@ class Agent:
         output_type: Any = None,
         output_retries: int = 2,
         output_validators: Sequence[Validator] = (),
+        skills: Sequence[SkillFolder] = (),
     ) -> None:
         if not callable(getattr(policy, "decide", None)):
             raise UserError(f"policy {policy!r} has no decide(context, tools) method")
@@ -86,19 +88,19 @@ class Agent:
             raise UserError("signing_key must be at least 16 random bytes (e.g. secrets.token_bytes(32))")
         self.policy = policy
         self.tools: dict[str, Tool] = {}
-        for t in tools:
+        self.skills = skill_set(skills)  # only their names and descriptions join the instructions
+        for t in (*tools, *self.skills.tools):
             if not isinstance(t, Tool):
                 raise UserError(f"tools must be Tool values (use @tool), got {t!r}")
             if t.name in self.tools:
                 raise UserError(f"two tools are named {t.name!r}")
             self.tools[t.name] = t
         self.output: OutputSpec | None = with_output(self.tools, output_type, output_retries)  # adds final_result
-        self.output_validators = check_validators(output_validators, output_retries)
+        self.output_validators = check_validators(output_validators, output_retries, self.tools, self.output)
         self.output_retries = output_retries
         self.tool_list = tuple(self.tools.values())
-        self.instructions = instructions
-        self.name = name
-        self.description = description
+        self.instructions = self.skills.instruct(instructions)
+        self.name, self.description = name, description
         self.handoffs: tuple[Agent, ...] = ()
         self.hand_off_to(*handoffs)
         self.max_steps = max_steps
@@ -201,11 +203,9 @@ class Agent:
 
         Inside a running event loop (async code, Jupyter) use ``await agent.run(...)``.
         """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, session=session, deps=deps))
-        raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)")
+        if loop_running():  # asked outside any except block: the run's own errors are not chained to it
+            raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run")
+        return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, session=session, deps=deps))
 
     output_of = output_of  # a finished run's output, rebuilt from its state or events (tether._loop.result.output_of)
 

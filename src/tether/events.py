@@ -132,12 +132,18 @@ class ModelReplied:
 
 @dataclass(frozen=True, slots=True)
 class ToolStarted:
-    """A tool call is about to run; committed before its first side effect."""
+    """A tool call is about to run; committed before its first side effect.
+
+    ``by`` is the worker that runs it (its lease owner, ``host:machine:pid:nonce``;
+    empty without a store): if the call never reports back, a person deciding on
+    it learns which worker may still be inside it.
+    """
 
     kind: ClassVar[Literal["tool-started"]] = "tool-started"
     call: ToolCall
     attempt: int = 1
     at: float = field(default=0.0, compare=False)  # when it was committed (epoch seconds)
+    by: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ are in at that point, in call order; the rest follow when they come.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -47,7 +48,7 @@ from .events import (
     ToolStarted,
 )
 from .grounding import Outcome, RanCall
-from .messages import Message, Usage
+from .messages import Message, ToolCall, Usage
 from .parts import part_bytes
 from .state import Decision, PendingCall, RunState, Status
 
@@ -110,7 +111,8 @@ class Journal:
         self.pending: dict[str, PendingCall] = {}  # insertion order = call order
         self.decisions: dict[str, Decision] = {}  # recorded in the journal
         self.call_ids: set[str] = set()  # every call id of the run: ids are unique within a run
-        self.ran: dict[str, RanCall] = {}  # every call that started, waited or finished: what validators see
+        # Every call that started or ended, with how it ended (None: not yet): what validators see (ran_calls).
+        self.ran: dict[str, tuple[ToolCall, ToolFinished | None]] = {}
         self.children: dict[str, RunState] = {}  # delegated call id -> the state its child run stopped in
         self.context = Context()  # the notebook, with every result written in call order
         self._results: dict[str, Message] = {}  # results of this turn not yet written
@@ -180,18 +182,20 @@ class Journal:
     def _tool_started(self, ev: ToolStarted) -> None:
         p = self.pending.get(ev.call.id)
         if p is not None:  # the started call carries the arguments it really ran with
-            self.pending[ev.call.id] = PendingCall(ev.call, "started", ev.attempt, p.note, p.path, p.where)
+            note = still_inside(ev) if ev.by else p.note  # who may still be inside it, if it never reports back
+            self.pending[ev.call.id] = PendingCall(ev.call, "started", ev.attempt, note, p.path, p.where)
         # A decision is spent once its call starts: a retry allows one attempt, and an
         # approval was for the arguments shown, which the started call now records.
         self.decisions.pop(ev.call.id, None)
-        self.ran[ev.call.id] = RanCall(ev.call, "unknown")
+        self.ran[ev.call.id] = (ev.call, None)
         if ev.attempt == 1:
             self.tool_calls += 1
 
     def _tool_finished(self, ev: ToolFinished) -> None:
-        known = self.ran.get(ev.call_id) or self.pending.get(ev.call_id)
-        if known is not None:  # how it ended, with the arguments it ran with
-            self.ran[ev.call_id] = RanCall(known.call, _OUTCOMES.get(ev.error or "", "failed"), ev.result.text)
+        if (started := self.ran.get(ev.call_id)) is not None:  # the arguments it ran with
+            self.ran[ev.call_id] = (started[0], ev)
+        elif (p := self.pending.get(ev.call_id)) is not None:  # it never started: a note, a denial, a skip
+            self.ran[ev.call_id] = (p.call, ev)
         self.pending.pop(ev.call_id, None)
         self.decisions.pop(ev.call_id, None)
         self.children.pop(ev.call_id, None)
@@ -206,13 +210,11 @@ class Journal:
         p = self.pending.get(ev.call.id)
         if p is not None and p.status == "proposed":
             self.pending[ev.call.id] = replace(p, status="awaiting-approval", note=ev.note)
-            self.ran[ev.call.id] = RanCall(ev.call, "waiting")
 
     def _question_asked(self, ev: QuestionAsked) -> None:
         p = self.pending.get(ev.call.id)
         if p is not None and p.status == "proposed":
             self.pending[ev.call.id] = replace(p, status="awaiting-answer")
-            self.ran[ev.call.id] = RanCall(ev.call, "waiting")
 
     def _handed_off(self, ev: HandedOff) -> None:
         self.agent = ev.agent
@@ -295,20 +297,48 @@ _FOLDS: dict[str, Callable[[Journal, Any], None]] = {
 }
 
 
+def still_inside(ev: ToolStarted) -> str:
+    """What a person deciding on a call that never reported back must know: the first attempt may
+    not be over. A worker that froze (SIGSTOP, a paused VM) past its lease and wakes up later can
+    still finish it, so a retry may make its effect happen twice.
+
+    >>> from tether.messages import ToolCall
+    >>> still_inside(ToolStarted(ToolCall("c1", "send", "{}"), 1, 0.0, "h:m:42:ab"))[:60]
+    'attempt 1 was started at 1970-01-01 00:00:00 UTC by worker h'
+    """
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ev.at))
+    return (
+        f"attempt {ev.attempt} was started at {when} by worker {ev.by} and never reported back: if that "
+        "worker is stalled rather than dead, it may still complete this attempt, so a retry may repeat the effect"
+    )
+
+
 _OUTCOMES: dict[str, Outcome] = {"": "finished", "denied": "denied", "skipped": "skipped"}  # else failed
 
 
-def ran_in(state: RunState) -> dict[str, RanCall]:
-    """The calls a snapshot shows (its notebook and open calls); the events tell more, e.g. a denial."""
+def ran_in(state: RunState) -> dict[str, tuple[ToolCall, ToolFinished | None]]:
+    """The calls a snapshot shows (its notebook and started calls); the events tell more, e.g. a denial."""
     results = {m.tool_call_id: m for m in state.messages if m.role == "tool"}
-    ran = {}
+    ran: dict[str, tuple[ToolCall, ToolFinished | None]] = {}
     for call in (c for m in state.messages for c in m.tool_calls):
         if (res := results.get(call.id)) is not None:
-            ran[call.id] = RanCall(call, "failed" if res.is_error else "finished", res.text)
+            ran[call.id] = (call, ToolFinished(res, "raised" if res.is_error else None))
     for p in state.open_calls:
-        if p.status != "proposed":
-            ran[p.call.id] = RanCall(p.call, "unknown" if p.status == "started" else "waiting")
+        if p.status == "started":
+            ran[p.call.id] = (p.call, None)
     return ran
+
+
+def ran_calls(journal: Journal) -> tuple[RanCall, ...]:
+    """Every call of the run so far, in order, with how it ended: what output validators see."""
+    out = [RanCall(call, "unknown") if ev is None else _ran(call, ev) for call, ev in journal.ran.values()]
+    waits = ("awaiting-approval", "awaiting-answer", "delegated")
+    out += [RanCall(p.call, "waiting") for p in journal.pending.values() if p.status in waits]
+    return tuple(out)
+
+
+def _ran(call: ToolCall, ev: ToolFinished) -> RanCall:
+    return RanCall(call, _OUTCOMES.get(ev.error or "", "failed"), ev.result.text)
 
 
 def state_of(events: Iterable[Event]) -> RunState:

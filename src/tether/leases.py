@@ -19,15 +19,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
+import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from .exceptions import LeaseConflict, StoreError
 
-__all__ = ["Holder", "Lease", "gone", "owner"]
+__all__ = ["Holder", "Lease", "gone", "late", "owner"]
+
+log = logging.getLogger("tether.leases")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +100,25 @@ def gone(name: str) -> bool:
 
 
 class Holder:
-    """Holds one run's lease while the run streams: takes it, renews it, lets it go."""
+    """Holds one run's lease while the run streams: takes it, renews it, lets it go.
+
+    A worker has *lost* the run when the store refuses a renewal (another worker
+    took the run over), or when it wakes from a freeze (SIGSTOP, a paused VM) that
+    outlasted its lease: another worker may have the run by then. Then the tool
+    calls in flight under :meth:`guard` are cancelled at once (on waking, before any
+    round trip to the store), and nothing more is committed. A store that is only
+    slow or down for a while is not a loss: renewals go on, and the store's fencing
+    refuses this worker's commits if another worker took the run meanwhile.
+    """
 
     def __init__(self, store: Leasing, ttl: float) -> None:
         self.store, self.ttl = store, ttl
         self.lease: Lease | None = None
+        self.lost = ""  # why the run is no longer this worker's ("" while it is)
+        # When the last renewal that succeeded returned (monotonic): the store's expiry is at most a ttl
+        # later, so once a ttl has passed since, the lease has expired on the store's clock too.
+        self._renewed_at = 0.0
+        self._guarded: set[asyncio.Future[Any]] = set()
         self._renewal: asyncio.Task[None] | None = None
 
     async def take(self, run_id: str) -> None:
@@ -115,18 +135,69 @@ class Holder:
         except BaseException:
             _LIVE.discard(me)
             raise
+        self._renewed_at = time.monotonic()
         self._renewal = asyncio.create_task(self._renew())
+
+    @property
+    def owner(self) -> str:
+        """The owner name of the lease held (empty before it is taken)."""
+        return self.lease.owner if self.lease is not None else ""
+
+    def expired(self) -> bool:
+        """Whether the run is lost (see the class docstring)."""
+        return bool(self.lost)
+
+    def conflict(self) -> LeaseConflict:
+        run_id = self.lease.run_id if self.lease is not None else "?"
+        return LeaseConflict(f"run {run_id!r} is no longer this worker's: {self.lost}; its tool calls in "
+                             "flight were cancelled and nothing more is committed")  # fmt: skip
+
+    def _lose(self, why: str) -> None:
+        self.lost = why
+        log.warning("%s: %s", self.lease.run_id if self.lease else "?", why)
+        for work in self._guarded:
+            work.cancel()
+
+    async def guard(self, work: Awaitable[T]) -> T:
+        """``work`` (a tool call), cancelled if the run is lost meanwhile; then :class:`LeaseConflict`."""
+        task = asyncio.ensure_future(work)
+        self._guarded.add(task)
+        try:
+            if self.expired():
+                task.cancel()
+            return await task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self.lost and me is not None and not me.cancelling():  # we cancelled it, not our caller
+                raise self.conflict() from None
+            raise
+        finally:
+            self._guarded.discard(task)
 
     async def _renew(self) -> None:
         assert self.lease is not None
         while True:
+            planned = time.monotonic() + self.ttl / 3
             await asyncio.sleep(self.ttl / 3)
-            with contextlib.suppress(StoreError):  # lost: the next append with it is refused
+            now = time.monotonic()
+            # The process did not run for a while (the sleep overshot) and the lease has expired meanwhile:
+            # it was frozen past its lease. Stop what is in flight first, before any round trip; renew nothing.
+            if now - planned > self.ttl / 2 and now - self._renewed_at > self.ttl:
+                self._lose(f"this worker was stopped for {now - planned:.1f} s, past its lease ({self.ttl:g} s)")
+                return
+            try:
                 renewed = await self.store.acquire(self.lease.run_id, self.lease.owner, self.ttl)
-                if renewed.token != self.lease.token:  # lost to another worker, then taken back: stay refused
+            except LeaseConflict as exc:
+                self._lose(f"another worker took the run over ({exc.holder})")
+                return
+            except StoreError:  # the store is down: try again; past the ttl the run counts as lost
+                continue
+            if renewed.token != self.lease.token:  # lost to another worker, then taken back: stay refused
+                with contextlib.suppress(StoreError):
                     await self.store.release(renewed)
-                    return
-                self.lease = renewed
+                self._lose("another worker took the run over meanwhile")
+                return
+            self.lease, self._renewed_at = renewed, time.monotonic()
 
     async def let_go(self) -> None:
         """Stop renewing and release the lease; its owner counts as gone only once it is released."""
@@ -146,3 +217,12 @@ class Holder:
     async def _release(self, lease: Lease) -> None:
         with contextlib.suppress(StoreError, OSError):  # it expires by itself anyway
             await self.store.release(lease)
+
+
+def late(run_id: str, ev: object, exc: BaseException) -> None:
+    """Say so when a tool's result comes after its worker lost the run: it is held here, in the log,
+    and never reported into a run another worker now owns (its effect may have happened)."""
+    if isinstance(exc, LeaseConflict) and getattr(ev, "kind", "") == "tool-finished":
+        result = getattr(ev, "result", None)
+        log.warning("late result of call %r in run %r, not reported (%s): %.300s",
+                    getattr(result, "tool_call_id", "?"), run_id, exc, getattr(result, "text", ""))  # fmt: skip

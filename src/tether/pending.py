@@ -17,6 +17,7 @@ state version; signed with the run's key when it has one.
 from __future__ import annotations
 
 import hmac
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -27,7 +28,20 @@ from ._schema.strictjson import args_hash, expiry, literal, mac, strings, typed
 from .exceptions import StateError, StateTampered
 from .messages import ToolCall, check_keys
 
-__all__ = ["VERBS", "CallStatus", "Choice", "Decision", "Payload", "PendingCall", "Verb", "Verdict", "verdicts_for"]
+__all__ = [
+    "VERBS",
+    "child_run_id",
+    "item_id",
+    "item_path",
+    "CallStatus",
+    "Choice",
+    "Decision",
+    "Payload",
+    "PendingCall",
+    "Verb",
+    "Verdict",
+    "verdicts_for",
+]
 
 CallStatus = Literal["proposed", "awaiting-approval", "awaiting-answer", "started", "delegated"]
 Verdict = Literal["approve", "deny", "retry", "skip", "answer"]
@@ -101,7 +115,7 @@ class PendingCall:
     @property
     def id(self) -> str:
         """The item's address from the root run: delegating call ids, then this call's id."""
-        return "/".join((*self.path, self.call.id))
+        return item_id((*self.path, self.call.id))
 
     @property
     def label(self) -> str:
@@ -233,6 +247,43 @@ class Decision:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StateError(f"malformed decision: {exc}") from None
+
+
+_ESCAPED = re.compile("~[01]")
+
+
+def item_id(path: tuple[str, ...]) -> str:
+    """The address of an item from the root run: its call ids joined by "/".
+
+    Call ids come from the model's endpoint verbatim, so one may hold a "/":
+    each id has its "~" and "/" escaped first (``~0``, ``~1``, as in a JSON
+    pointer), so two different items never share an address (a parent's call
+    ``c1/X`` is not the call ``X`` of the child run under ``c1``). The escapes
+    are characters a URL keeps as they are, so an address put in a URL raw or
+    encoded names the same item. Plain ids, the ones providers send, are unchanged.
+
+    >>> item_id(("c1", "X")), item_id(("c1/X",))
+    ('c1/X', 'c1~1X')
+    """
+    return "/".join(i.replace("~", "~0").replace("/", "~1") for i in path)
+
+
+def item_path(item: str) -> tuple[str, ...]:
+    """The call ids an item address names, from the root run down (the inverse of :func:`item_id`).
+
+    >>> item_path("c1~1X"), item_path("c1/X")
+    (('c1/X',), ('c1', 'X'))
+    """
+    return tuple(_ESCAPED.sub(lambda m: "/" if m[0] == "~1" else "~", i) for i in item.split("/"))
+
+
+def child_run_id(run_id: str, call_id: str) -> str:
+    """The id of the child run the call ``call_id`` of run ``run_id`` delegated to.
+
+    >>> child_run_id("r1", "c1"), child_run_id("r1", "c1/X")
+    ('r1/c1', 'r1/c1~1X')
+    """
+    return f"{run_id}/{item_id((call_id,))}"
 
 
 # Field lists come from the dataclasses, so a new field cannot be forgotten in one of them.

@@ -31,7 +31,7 @@ from ._schema.strictjson import (
 )
 from .exceptions import StateError, StateIncompatible, StateTampered
 from .messages import Message, Usage, check_keys
-from .pending import CallStatus, Choice, Decision, PendingCall, Verdict, verdicts_for
+from .pending import CallStatus, Choice, Decision, PendingCall, Verdict, item_id, item_path, verdicts_for
 
 __all__ = [
     "MAX_DEPTH",
@@ -147,11 +147,11 @@ class RunState:
 
     def decision(self, call_id: str) -> Decision | None:
         """The decision recorded for a call (or, with a path, for an item of a child run)."""
-        head, sep, rest = call_id.partition("/")
-        if sep:
-            return next((c.decision(rest) for c in self.children if c.parent_call == head), None)
+        head, *rest = item_path(call_id)
+        if rest:
+            return next((c.decision(item_id(tuple(rest))) for c in self.children if c.parent_call == head), None)
         for d in self.decisions:
-            if d.call_id == call_id:
+            if d.call_id == head:
                 return d
         return None
 
@@ -171,11 +171,11 @@ class RunState:
         >>> state.decide(Choice("deny", "c1", message="not today"), by="ana").decision("c1").message
         'not today'
         """
-        head, sep, rest = choice.item.partition("/")
-        if sep:  # an item of a child run: decide there, keep the tree
-            child = self.child(head).decide(replace(choice, item=rest), by=by, key=key, ttl=ttl)
+        head, *rest = item_path(choice.item)
+        if rest:  # an item of a child run: decide there, keep the tree
+            child = self.child(head).decide(replace(choice, item=item_id(tuple(rest))), by=by, key=key, ttl=ttl)
             return replace(self, children=tuple(child if c.parent_call == head else c for c in self.children))
-        p = self.pending_call(choice.item)
+        p = self.pending_call(head)
         wanted = verdicts_for(p.status)
         if choice.verdict not in wanted:
             raise StateError(
@@ -185,7 +185,7 @@ class RunState:
             raise StateError(f"call {choice.item!r} is not what the person was shown (its arguments' hash differs)")
         d = Decision(
             run_id=self.run_id,
-            call_id=choice.item,
+            call_id=head,
             verdict=choice.verdict,
             args_hash=p.args_hash,
             state_seq=self.seq,
@@ -197,7 +197,7 @@ class RunState:
         )
         if key is not None:
             d = d.sign(key)
-        kept = tuple(x for x in self.decisions if x.call_id != choice.item)
+        kept = tuple(x for x in self.decisions if x.call_id != head)
         return replace(self, decisions=(*kept, d))
 
     def approve(

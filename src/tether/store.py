@@ -39,6 +39,7 @@ from .events import ApprovalDecided, Event
 from .exceptions import LeaseConflict, StateError
 from .journal import state_of
 from .leases import Lease, gone
+from .pending import child_run_id, item_id
 from .state import Choice, Decision, RunState
 
 __all__ = [
@@ -302,7 +303,7 @@ async def load_tree(store: RunStore, run_id: str) -> RunState:
     state = state_of(events)
     children = []
     for kept in state.children:
-        child_id = f"{run_id}/{kept.parent_call}"
+        child_id = child_run_id(run_id, kept.parent_call)
         if await store.get(child_id) is None:
             children.append(kept)  # journaled with its parent only
             continue
@@ -313,9 +314,10 @@ async def load_tree(store: RunStore, run_id: str) -> RunState:
 
 def _new_decisions(before: RunState, after: RunState, replace: bool) -> Iterator[tuple[RunState, list[Decision]]]:
     """Per run of the tree, the decisions ``after`` adds to ``before`` (refusing silent changes)."""
-    new = [d for d in after.decisions if before.decision(d.call_id) != d]
+    # A decision's call_id is a call id of its own run, never a path: look it up as one.
+    new = [d for d in after.decisions if before.decision(item_id((d.call_id,))) != d]
     for d in new:
-        old = before.decision(d.call_id)
+        old = before.decision(item_id((d.call_id,)))
         if old is not None and not replace:
             by = f" by {old.by}" if old.by else ""
             raise StateError(

@@ -268,7 +268,7 @@ def text_of(line: Line, width: int = 200) -> str | None:
         case "question":
             return f'{indent}    ?? {line.tool} asks a person: "{short}"'
         case "decided":
-            return f"{indent}    !! a human said {line.value} to {line.call_id}"
+            return f"{indent}    !! {line.by or 'a human'} said {line.value} to {line.call_id}"
         case "handed-off":
             return f"{indent}  {who} hands off to {line.value}"
         case "child-stopped":

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import tracemalloc
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,6 +16,7 @@ import synthetic as S
 
 from tether import Agent, Context, Message, UserError
 from tether.brains import TrainedPolicy, examples_from_events, examples_from_store, train
+from tether.brains.policy import MAX_BRAIN_BYTES
 from tether.evals import evaluate, run_id_for
 from tether.stores.memory import MemoryStore
 from tether.testing import ScriptedModel
@@ -121,3 +126,45 @@ def test_one_move_is_enough_to_train_a_brain() -> None:
     asyncio.run(Agent(ScriptedModel(["hello"]), store=store).run("hi", run_id="r"))
     brain = train(asyncio.run(examples_from_store(store)))
     assert asyncio.run(brain.decide(Context([Message.user("hey")]), [])).content == "hello"
+
+
+def _bomb(path: Path, brain: TrainedPolicy, name: str, header: dict[str, Any], body: int) -> Path:
+    """A brain file whose member ``name`` is a .npy with ``header`` and ``body`` zero bytes, zipped
+    (zeros shrink about a thousandfold: a small file that decompresses to a lot)."""
+    good = brain.save(path.with_suffix(".good.npz"))
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in src.infolist():
+            if info.filename != name:
+                out.writestr(info, src.read(info))
+        with out.open(name, "w", force_zip64=True) as f:
+            head = io.BytesIO()
+            np.lib.format.write_array_header_1_0(head, header)
+            f.write(head.getvalue())
+            chunk = bytes(2**20)
+            for _ in range(body // len(chunk)):
+                f.write(chunk)
+    return path
+
+
+def test_a_decompression_bomb_is_refused_before_it_is_inflated(brain: TrainedPolicy, tmp_path: Path) -> None:
+    # The attack: 0.25 MB on disk, 256 MB once inflated (the review's 0.5 MB file cost +511 MB on load).
+    n = 2**28
+    header = {"descr": "<f8", "fortran_order": False, "shape": (n // 8,)}
+    path = _bomb(tmp_path / "bomb.npz", brain, "move.w0.npy", header, n)
+    assert path.stat().st_size < 2**20
+    tracemalloc.start()
+    try:
+        with pytest.raises(UserError, match="decompress"):
+            TrainedPolicy.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < MAX_BRAIN_BYTES // 4, f"loading the bomb took {peak:,} bytes"
+
+
+def test_an_array_header_that_claims_more_than_its_data_is_refused(brain: TrainedPolicy, tmp_path: Path) -> None:
+    # A small member whose .npy header says it holds 8 GB: numpy would set that much aside first.
+    header = {"descr": "<f8", "fortran_order": False, "shape": (2**30,)}
+    path = _bomb(tmp_path / "liar.npz", brain, "move.w0.npy", header, 2**20)
+    with pytest.raises(UserError, match="is not a saved tether brain"):
+        TrainedPolicy.load(path)

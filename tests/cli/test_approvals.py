@@ -84,7 +84,7 @@ def test_a_denial_message_is_what_the_model_reads(tether, script, ws) -> None:
     ]
     assert _count(ws) == 0
     shown = tether("show", rid).out
-    assert "!! a human said deny to call_1_0" in shown
+    assert f"!! cli:{getpass.getuser()} said deny to call_1_0" in shown  # who decided, not "a human"
 
 
 def test_approve_with_edited_arguments_runs_the_edited_call(tether, script, ws) -> None:

@@ -53,8 +53,11 @@ def scale_plan(rng: random.Random, tag: str) -> Plan:
 class Workers:
     """Worker processes, each started again after it is killed."""
 
-    def __init__(self, root: Path, store_url: str, queue: str, n: int, **flags: Any) -> None:
+    def __init__(
+        self, root: Path, store_url: str, queue: str, n: int, *, env: dict[str, str] | None = None, **flags: Any
+    ) -> None:
         self.root, self.store_url, self.queue = root, store_url, queue
+        self.env = {**os.environ, **env} if env else None  # PGAPPNAME: a test can find their connections
         self.flags = [x for k, v in flags.items() for x in (f"--{k.replace('_', '-')}", str(v))]
         self.logs: dict[int, Path] = {}
         self.procs: list[subprocess.Popen[str]] = []
@@ -71,7 +74,7 @@ class Workers:
                "--oracle", str(self.root / "oracle.jsonl"), *self.flags, *extra]  # fmt: skip
         log = self.root / f"worker-{time.monotonic_ns()}.err"
         with log.open("w") as err:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=self.env)
         self.logs[proc.pid] = log
         assert proc.stdout is not None
         if proc.stdout.readline().strip() != "ready":

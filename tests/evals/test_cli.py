@@ -72,6 +72,16 @@ def test_compare_exits_1_on_a_regression(tmp_path: Path) -> None:
     assert same.returncode == 0 and "no case changed" in same.stdout
 
 
+def test_compare_refuses_reports_of_two_different_datasets(tmp_path: Path) -> None:
+    tether("run", "no-tool", "--case", "no-tool-history", "--model", "reference", "--json", "a.json", cwd=tmp_path)
+    tether("run", "refund-desk", "--model", "reference", "--json", "b.json", cwd=tmp_path)
+    out = tether("compare", "a.json", "b.json", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr
+    assert out.stderr == (
+        "error: the reports are of different datasets ('no-tool' and 'refund-desk'): compare two runs of one dataset\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

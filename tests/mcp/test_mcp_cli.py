@@ -49,7 +49,7 @@ def test_mcp_list_shows_each_server_and_its_tools_with_their_contract(ws: Path, 
     assert done.returncode == 0, done.stderr
     lines = [line.split() for line in done.stdout.splitlines()]
     assert lines[0][0] == "t" and lines[0][1] == "(stdio:"
-    assert [line[:3] for line in lines[1:]] == [
+    assert [line[:3] for line in lines[1:4]] == [
         ["t__add", "effect=none", "runs"],
         ["t__delete", "effect=once", "asks"],
         ["t__whoami", "effect=none", "asks"],  # the config's per-tool rule
@@ -95,3 +95,24 @@ def test_a_gated_mcp_call_pauses_and_runs_once_after_approve_and_resume(
     resumed = tether(ws, "resume", run_id, "--model", brain, home=home)
     assert resumed.returncode == 0, resumed.stderr
     assert [r["path"] for r in oracle.rows("delete")] == ["x"]
+
+
+def test_mcp_list_flags_tools_ungated_by_a_hint_and_trust_verify_gates_them(ws: Path, tmp_path: Path) -> None:
+    done = tether(ws, "mcp", "list", home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    add = next(line for line in done.stdout.splitlines() if "t__add" in line)
+    assert add.endswith("[ungated by the server's readOnlyHint]")
+    whoami = next(line for line in done.stdout.splitlines() if "t__whoami" in line)
+    assert "ungated" not in whoami  # the config's own rule gates it
+    assert "1 tool(s) run without approval only because 't' says they are safe" in done.stdout
+    config = ws / ".tether" / "config.toml"
+    config.write_text(config.read_text().replace('include = ["add"', 'trust = "verify"\ninclude = ["add"'))
+    done = tether(ws, "mcp", "list", home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines()[1:]]
+    assert [line[:3] for line in lines] == [
+        ["t__add", "effect=once", "asks"],
+        ["t__delete", "effect=once", "asks"],
+        ["t__whoami", "effect=once", "asks"],
+    ]
+    assert "ungated" not in done.stdout

@@ -42,12 +42,14 @@ def test_the_servers_tools_become_tether_tools_with_a_contract_from_their_annota
         "t__die": ("none", False),
         "t__env": ("none", False),
         "t__grow": ("none", False),
+        "t__huge": ("none", False),
         "t__note": ("once", True),  # no hints: MCP's defaults are "destructive, not idempotent"
         "t__picture": ("none", False),
         "t__remember": ("idempotent", False),  # idempotentHint, destructiveHint: false
         "t__slow": ("none", False),
         "t__weather": ("none", False),
         "t__whoami": ("none", False),
+        "t__wipe": ("none", False),  # readOnlyHint, believed (trust="verify" does not)
     }
     add = tools["t__add"]
     assert add.description == "Add two integers."

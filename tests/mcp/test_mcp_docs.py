@@ -16,12 +16,14 @@ def blocks(lang: str) -> list[str]:
 
 
 def test_the_config_example_declares_valid_servers() -> None:
-    (toml,) = blocks("toml")
+    untrusted, toml = blocks("toml")
     servers = [McpServer.from_config(name, table) for name, table in tomllib.loads(toml)["mcp"]["servers"].items()]
     assert [s.name for s in servers] == ["time", "docs", "fs"]
     fs = servers[2]
     assert fs.tools["write_file"].approval is True and fs.tools["write_file"].timeout == 10
     assert not fs.wants("move_file")
+    [(name, table)] = tomllib.loads(untrusted)["mcp"]["servers"].items()
+    assert McpServer.from_config(name, table).trust == "verify"
 
 
 def test_the_from_schema_example_returns_what_it_says() -> None:

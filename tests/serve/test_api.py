@@ -33,7 +33,7 @@ def test_a_run_started_over_the_api_pauses_is_approved_and_finishes(served: Serv
         assert decided.status_code == 200, decided.text
         done = wait_run(c, run["run_id"], "finished")
     assert done["output"] == "Done: $79 refunded to the original card for A1234."
-    assert "a human said approve" in done["trace"]
+    assert "said approve" in done["trace"]
     assert [line[0] for line in served.oracle_lines()] == ["issue_refund"]
 
 
@@ -147,7 +147,8 @@ def test_a_question_is_answered_and_the_answer_becomes_the_result(served: Served
         assert question["verdicts"] == ["answer"] and question["answer_schema"] == {"type": "string"}
         assert decide(c, question, "approve").status_code == 422  # a question takes an answer
         assert decide(c, question, "answer", answer=None).status_code == 422
-        assert decide(c, question, "answer", answer=42).status_code == 422  # not a string
+        wrong = decide(c, question, "answer", answer=42)  # not a string
+        assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "invalid-answer"  # as docs/serve.md says
         assert decide(c, question, "answer", answer="It is D900").status_code == 200
         refund = item_of(_next_pause(c, run["run_id"]))
         assert refund["arguments"]["order_id"] == "D900"

@@ -38,6 +38,7 @@ def test_a_server_killed_inside_a_once_call_leaves_it_to_a_person_and_finishes_a
         run = wait_run(c, run_id, "needs-decision")
         (item,) = run["items"]
         assert (item["kind"], item["tool"], item["verdicts"]) == ("outcome-unknown", "charge_slowly", ["retry", "skip"])
+        assert "by worker" in item["note"] and "may still complete" in item["note"]  # the API says who may (issue 25)
         url = f"/api/runs/{run_id}/items/{item['call_id']}/skip"
         assert c.post(url, json={"args_hash": item["args_hash"], "message": "it went through"}).status_code == 200
         done = wait_run(c, run_id, "finished")

@@ -52,6 +52,11 @@ def test_schemas(tools: dict[str, Tool]) -> None:
                         "description": "most lines to return.",
                         "type": "integer",
                     },
+                    "offset": {
+                        "default": 0,
+                        "description": "instead of lines, read a window of the file from this byte (for a large file, or one long line; the reply says the offset of the next window).",
+                        "type": "integer",
+                    },
                 },
                 "required": ["path"],
                 "type": "object",
@@ -137,7 +142,30 @@ async def test_read_file_caps_huge_files(workspace: Path) -> None:
     (workspace / "big.txt").write_text("x" * 5000)
     reply = await call(read_file_tool(str(workspace), max_bytes=1000), path="big.txt")
     assert reply.startswith("x" * 1000)
-    assert reply.endswith("[... file is 5000 bytes; only the first 1000 bytes can be read]")
+    assert reply.endswith(
+        "[... file is 5000 bytes; only the first 1000 bytes can be read by lines: "
+        "call read_file with offset=1000 for the rest]"
+    )
+
+
+async def test_read_file_by_offset_reads_a_large_file_window_by_window(workspace: Path) -> None:
+    from tether.toolkits import read_file_tool
+
+    text = "".join(f"{i}:é " for i in range(30_000))  # one long line, two-byte characters in it
+    (workspace / "one-line.txt").write_text(text)
+    read, offset, pieces = read_file_tool(str(workspace), max_bytes=1000), 1000, []
+    first = await call(read, path="one-line.txt")
+    assert first.endswith("call read_file with offset=1000 for the rest]")
+    pieces.append(first.rpartition("\n[... file is")[0])
+    while True:
+        reply = await call(read, path="one-line.txt", offset=offset)
+        body, _, note = reply.rpartition("\n[... bytes ")
+        pieces.append(body)
+        if note.endswith("the end of the file]"):
+            break
+        offset = int(note.rsplit("offset=", 1)[1].split()[0])
+    assert "".join(pieces) == text  # character for character, though windows end in the middle of "é"
+    assert await call(read, path="one-line.txt", offset=10**9) == f"(the file has only {len(text.encode())} bytes)"
 
 
 async def test_read_file_refuses_outside_paths_and_hidden_state(

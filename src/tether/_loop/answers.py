@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from ..events import Event, Failed, Finished, Noted
 from ..grounding import Ran, refusal
-from ..journal import Journal
+from ..journal import Journal, ran_calls
 from ..messages import Message
 from ..tools import Tool
 from .settings import Settings
@@ -26,7 +26,7 @@ CHECKED = "answer-check"  # the name of a note that refuses a text answer
 
 def ran_of(journal: Journal, tools: dict[str, Tool]) -> Ran:
     """The run's calls so far, in the order they were made, as validators see them."""
-    return Ran(tuple(journal.ran.values()), tools)
+    return Ran(ran_calls(journal), tools)
 
 
 def screened(agent: Settings, journal: Journal, steps: list[Step]) -> list[Step]:

@@ -43,7 +43,7 @@ class Parent:
     tool_calls: int | None
     tokens: int | None
     cost: float | None = None
-    approvers: tuple[Callable[[Tool, dict[str, Any], Context], bool], ...] = ()  # every ancestor's, root first
+    approvers: tuple[Callable[[Tool, dict[str, Any], Context], bool | str], ...] = ()  # every ancestor's, root first
 
 
 def cost_of(agent: Settings, j: Journal) -> float | None:

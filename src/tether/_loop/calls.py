@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import ErrorKind, Event, ToolFinished
 from ..messages import Message
-from ..parts import PART_TYPES, Part, Text, within
+from ..parts import MAX_PARTS, PART_TYPES, Part, Text, within
 from ..tools import Invocation, ToolTimedOut, result_text
 from .turn import Execute
 
@@ -91,8 +91,24 @@ def result_content(value: Any, prefix: str = "") -> str | tuple[Part, ...]:
         return prefix + result_text(value)
     if any(isinstance(v, PART_TYPES) for v in value):
         pieces = [v if isinstance(v, PART_TYPES) else Text(result_text(v)) for v in value]
-        return tuple([Text(prefix), *pieces] if prefix else pieces)
+        return capped(tuple([Text(prefix), *pieces] if prefix else pieces))
     return prefix + result_text(value)
+
+
+def capped(parts: tuple[Part, ...]) -> tuple[Part, ...]:
+    """``parts``, or when they are more than a note holds (:data:`~tether.parts.MAX_PARTS`), the
+    first ones and a last text part saying how many were left out: a result the model can read.
+
+    >>> len(capped((Text("x"),) * 1200)), capped((Text("x"),) * 1200)[-1].text
+    (1000, '[201 of its 1,200 parts were left out: a note holds at most 1,000 parts]')
+    """
+    if len(parts) <= MAX_PARTS:
+        return parts
+    kept = MAX_PARTS - 1
+    said = (
+        f"[{len(parts) - kept:,} of its {len(parts):,} parts were left out: a note holds at most {MAX_PARTS:,} parts]"
+    )
+    return (*parts[:kept], Text(said))
 
 
 def fit_result(ev: Event, journal: Journal) -> Event:

@@ -24,6 +24,7 @@ from ..events import ChildStopped, Event, ToolFinished
 from ..journal import Journal, state_of
 from ..messages import Message, ToolCall
 from ..output import OutputSpec
+from ..pending import child_run_id
 from ..state import RunState
 from ..store import RunStore
 from ..tools import Tool, tool
@@ -75,7 +76,7 @@ async def previous_notebook(
     for msg in reversed(j.context.messages):
         if msg.role != "tool" or msg.name != tool or msg.is_error or msg.tool_call_id == call_id:
             continue
-        child_id = f"{j.run_id}/{msg.tool_call_id}"
+        child_id = child_run_id(j.run_id, msg.tool_call_id or "")
         if child_id in kept:
             return kept[child_id]
         if store is not None and (events := await store.load(child_id)):

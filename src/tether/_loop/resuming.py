@@ -9,16 +9,17 @@ fit their tools. Any failure raises before anything is committed.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from ..events import Event, RunStarted
 from ..exceptions import LeaseConflict, StateError, StateIncompatible, StateTampered, UserError
 from ..journal import Journal
 from ..state import RunState
 from ..store import RunStore
 from ..tools import ArgumentsInvalid, Tool
-from .settings import Settings
+from .settings import Settings, Watcher, model_of
 
-__all__ = ["check_against_store", "check_edits", "check_resumable", "driver", "stored_journal"]
+__all__ = ["check_against_store", "check_edits", "check_resumable", "driver", "resumed", "shown", "stored_journal"]
 
 
 def check_resumable(state: RunState, fingerprint: str, key: bytes | None, *, trusted: bool, child: bool) -> None:
@@ -54,8 +55,10 @@ def driver(state: RunState, agent: Settings, root: Settings) -> Settings:
     return found
 
 
-async def stored_journal(store: RunStore | None, run_id: str) -> Journal:
-    """The journal of a run to resume by id: it must be in the store and not cancelled for good."""
+async def stored_journal(store: RunStore | None, run_id: str) -> tuple[Journal, RunStarted | None]:
+    """The journal of a run to resume by id (in the store, not cancelled for good), and its run-started
+    when that is all it holds: a run started elsewhere (a server) and never advanced, whose first
+    segment it begins (a second run-started would say it resumed)."""
     if store is None:
         raise UserError("resuming by run_id needs an agent with a store")
     events = await store.load(run_id)
@@ -64,7 +67,21 @@ async def stored_journal(store: RunStore | None, run_id: str) -> Journal:
     journal = Journal.of(events)
     if journal.closed:
         raise StateError(f"run {run_id!r} was cancelled for good and cannot be resumed")
-    return journal
+    return journal, events[0] if len(events) == 1 and isinstance(events[0], RunStarted) else None
+
+
+def resumed(run_id: str, fingerprint: str, agent: Settings) -> RunStarted:
+    """The run-started a resumed segment begins with (a run never advanced begins with its own: see ``shown``)."""
+    return RunStarted(run_id, (), True, fingerprint, agent.name, model=model_of(agent))
+
+
+def shown(fresh: RunStarted | None, watchers: Sequence[Watcher]) -> list[Event]:
+    """A segment's stored run-started, shown to its watchers and its stream, not committed again."""
+    if fresh is None:
+        return []
+    for w in watchers:
+        w.event(fresh)
+    return [fresh]
 
 
 async def check_against_store(store: RunStore, state: RunState) -> Journal:

@@ -43,9 +43,10 @@ from ..events import (
 )
 from ..exceptions import LeaseConflict, ProviderError, StoreError, UserError
 from ..journal import Journal
-from ..leases import Holder
+from ..leases import Holder, late
 from ..messages import Message
 from ..parts import check_notebook
+from ..pending import child_run_id
 from ..policy import ask, unique_call_ids
 from ..state import RunState
 from ..tools import Tool, missing_deps
@@ -55,7 +56,7 @@ from .budgets import Budget, Parent, cost_of
 from .calls import fit_result, run_call
 from .children import child_input, child_output, finished_child, previous_notebook, settle
 from .pausing import asks, reason_of
-from .resuming import check_against_store, check_resumable, driver, stored_journal
+from .resuming import check_against_store, check_resumable, driver, resumed, shown, stored_journal
 from .session import continue_session
 from .settings import Input, Observer, Settings, Watcher, instructions_of, labels, model_of, require_deps
 from .streams import CancelRequested, interleave
@@ -100,6 +101,7 @@ class Run:
         self.ended = False
         self.limit: str | None = None
         self.lock = asyncio.Lock()
+        self.fresh: RunStarted | None = None  # a stored run-started this segment begins with (see _load)
         self.failure: Failed | None = None  # the store failed: how the run ended, not committed
         self._notebooks: dict[str, Context] = {}  # finished children's notebooks, for tools that continue them
         self.watchers = [o.watch(agent) for o in agent.observers]  # none, unless observers were given
@@ -183,7 +185,7 @@ class Run:
             first = [started]
         self.ended = bool(missing_deps(self.agent.tool_list, self.deps))  # then nothing is committed
         require_deps(self.agent, self.deps)  # the agent driving a resumed run may be another (a handoff)
-        out = [await self.commit(ev) for ev in first]
+        out = [await self.commit(ev) for ev in first] or shown(self.fresh, self.watchers)
         self.budget.start_counting(self.agent, self.journal)
         return out
 
@@ -210,17 +212,16 @@ class Run:
         self.journal = Journal.from_state(state)
         if stored is not None:  # a state keeps the total usage only; the store knows it per model
             self.journal.usage_by_model = stored.usage_by_model
-        resumed = RunStarted(state.run_id, (), True, self.fingerprint, self.agent.name, model=model_of(self.agent))
-        return [resumed, *(ApprovalDecided(d) for d in state.decisions)]
+        return [resumed(state.run_id, self.fingerprint, self.agent), *(ApprovalDecided(d) for d in state.decisions)]
 
     async def _load(self) -> list[Event]:
         assert self.run_id is not None
-        journal = await stored_journal(self.store, self.run_id)
+        journal, self.fresh = await stored_journal(self.store, self.run_id)
         state = journal.snapshot()
         check_resumable(state, self.fingerprint, self.key, trusted=True, child=self.parent is not None)
         self.agent = driver(state, self.agent, self.root)
         self.journal = journal  # a store's journal already holds its decisions
-        return [RunStarted(journal.run_id, (), True, self.fingerprint, self.agent.name, model=model_of(self.agent))]
+        return [] if self.fresh is not None else [resumed(journal.run_id, self.fingerprint, self.agent)]
 
     async def _hold(self, run_id: str) -> None:
         """Take the run's lease (with a store) and keep renewing it while the run streams."""
@@ -251,6 +252,8 @@ class Run:
         run_id = ev.run_id if isinstance(ev, RunStarted) else self.journal.run_id
         expected, lease = self.journal.seq, self.holder.lease if self.holder is not None else None
         try:
+            if self.holder is not None and self.holder.expired():
+                raise self.holder.conflict()  # frozen past its lease: another worker may own the run now
             await self.store.append(run_id, [ev], expected_seq=expected, lease=lease)
         except asyncio.CancelledError:
             # Cancelled mid-write: learn whether it landed, so the journal matches the store.
@@ -261,6 +264,7 @@ class Run:
         except StoreError as exc:
             self.ended = True  # the journal can no longer be trusted to advance
             if isinstance(exc, LeaseConflict) or not self.journal.run_id:
+                late(run_id, ev, exc)  # a tool's result after the run was lost: logged, never reported
                 raise  # another worker owns the run, or there is no run to resume yet
             self.failure = Failed(
                 f"the run store failed, so the run stopped at its last commit (resume it once the store "
@@ -292,7 +296,7 @@ class Run:
 
         Each piece is awaited within the run's time budget (the budget never spans a yield).
         """
-        pieces = ask(self.agent.policy, self.journal.context, self.agent.tool_list)
+        pieces = ask(self.agent.policy, self.journal.context, self.agent.tool_list, self.journal.run_id)
         try:
             while True:
                 try:
@@ -335,8 +339,9 @@ class Run:
             if stop := self._over_budget(new_calls=sum(s.attempt == 1 for s in todo), in_turn=True):
                 yield await self.commit(stop)
                 return
+            by = self.holder.owner if self.holder is not None else ""  # who may still be inside a call that stalls
             for step in todo:
-                yield await self.commit(ToolStarted(step.call, step.attempt))
+                yield await self.commit(ToolStarted(step.call, step.attempt, by=by))
             if len(todo) == 1 and self.cancel is None and todo[0].tool.agent is None:
                 yield await self._run_tool(todo[0])  # the common case, without a generator per call
             else:
@@ -374,8 +379,8 @@ class Run:
 
         approvers = (*(self.parent.approvers if self.parent else ()), *((agent.approver,) if agent.approver else ()))
 
-        def gate(tool: Tool, args: dict[str, Any]) -> bool:  # the tool's gate, then every approver up the tree
-            return tool.needs_approval(args, ctx) or any(approve(tool, args, ctx) for approve in approvers)
+        def gate(tool: Tool, args: dict[str, Any]) -> bool | str:  # the tool's gate, then every approver up the tree
+            return tool.needs_approval(args, ctx) or next((s for a in approvers if (s := a(tool, args, ctx))), False)
 
         return [plan(p, agent.tools, j.decisions.get(p.call.id), gate) for p in j.pending.values()]
 
@@ -410,7 +415,8 @@ class Run:
 
     async def _run_tool(self, step: Execute) -> Event:
         """Run one tool call; what it returned (or how it failed) is committed as its result."""
-        return await self.commit(await run_call(step, self.journal.run_id, self.budget.deadline, self.deps))
+        call = run_call(step, self.journal.run_id, self.budget.deadline, self.deps)
+        return await self.commit(await (call if self.holder is None else self.holder.guard(call)))
 
     # -- runs inside runs --------------------------------------------------
 
@@ -418,7 +424,7 @@ class Run:
         """Run (or resume) the call's child run; its events show here, its ending settles the call."""
         child_agent: Settings = step.tool.agent
         call = step.call
-        child_id = f"{self.journal.run_id}/{call.id}"
+        child_id = child_run_id(self.journal.run_id, call.id)
         if (finished := await finished_child(self.store, child_id)) is not None:  # then its parent was killed
             yield await self.commit(settle(call, child_agent.name, finished, child_output(child_agent, finished)))
             return

@@ -9,6 +9,7 @@ of a run without being part of it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -24,7 +25,17 @@ from ..state import RunState
 from ..store import RunStore
 from ..tools import Invocation, Tool, missing_deps
 
-__all__ = ["Input", "Observer", "Settings", "Watcher", "instructions_of", "labels", "model_of", "require_deps"]
+__all__ = [
+    "Input",
+    "Observer",
+    "Settings",
+    "Watcher",
+    "instructions_of",
+    "labels",
+    "loop_running",
+    "model_of",
+    "require_deps",
+]
 
 Input = str | Message | RunState | None
 """What a run starts from: a task, a paused state, or None to resume by run id."""
@@ -55,7 +66,7 @@ class Settings(Protocol):
     prices: Mapping[str, Price]
     store: RunStore | None
     signing_key: bytes | None
-    approver: Callable[[Tool, dict[str, Any], Context], bool] | None
+    approver: Callable[[Tool, dict[str, Any], Context], bool | str] | None
     compactor: Callable[[Context], Context] | None
     lease_ttl: float
     observers: tuple[Observer, ...]
@@ -75,6 +86,15 @@ class Observer(Protocol):
     e.g. :class:`tether.telemetry.Tracing`."""
 
     def watch(self, agent: Settings) -> Watcher: ...
+
+
+def loop_running() -> bool:
+    """True inside a running event loop (where ``run_sync`` cannot start one)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def model_of(agent: Settings) -> str:

@@ -40,7 +40,7 @@ from ..tools import ArgumentsInvalid, Tool
 
 __all__ = ["Execute", "Gate", "Note", "Step", "Wait", "ended_by", "plan", "question_text", "turn_results"]
 
-Gate = Callable[[Tool, dict[str, Any]], bool]
+Gate = Callable[[Tool, dict[str, Any]], bool | str]  # True, or why as text: a human decides
 """Whether a call needs a human: the tool and the call's validated arguments -> True to ask.
 
 The gate sees exactly the values the tool would receive (coerced, defaults
@@ -155,9 +155,11 @@ def _answered(call: ToolCall, tool: Tool, decision: Decision) -> Note:
 
 
 def _ask_gate(gate: Gate, tool: Tool, args: dict[str, Any]) -> tuple[bool, str]:
-    """The gate's answer on the validated arguments; a gate that raises asks a human (fail closed)."""
+    """The gate's answer on the validated arguments (with its reason, when it gave one as text);
+    a gate that raises asks a human (fail closed)."""
     try:
-        return bool(gate(tool, dict(args))), ""
+        answer = gate(tool, dict(args))
+        return bool(answer), answer if isinstance(answer, str) else ""
     except Exception as exc:
         return True, f"the approval gate of {tool.name!r} raised {type(exc).__name__}: {exc}; a human must decide"
 

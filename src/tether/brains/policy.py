@@ -32,6 +32,8 @@ from ..tools import Tool
 from . import _moves
 from ._encode import context_features, hashed, slot_rows
 from ._mlp import MLP, fit, numpy
+from ._npz import MAX_BRAIN_BYTES as MAX_BRAIN_BYTES  # the cap, named where brains are loaded
+from ._npz import load_arrays
 from ._text import Candidate, candidates
 
 FORMAT = "tether-trained-brain"
@@ -121,11 +123,10 @@ class TrainedPolicy:
     @classmethod
     def load(cls, path: str | Path) -> TrainedPolicy:
         """A brain saved by :meth:`save` (refuses anything else, and never unpickles)."""
-        np = numpy()
+        data = load_arrays(path, numpy())
         try:
-            data = np.load(str(path), allow_pickle=False)
             header = json.loads(str(data["header"]))
-        except (OSError, ValueError, KeyError) as exc:
+        except (ValueError, KeyError) as exc:
             raise UserError(f"{str(path)!r} is not a saved tether brain: {exc}") from None
         if header.get("format") != FORMAT or header.get("version") != VERSION:
             raise UserError(f"{str(path)!r} is not a version-{VERSION} tether brain")

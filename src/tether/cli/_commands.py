@@ -15,6 +15,7 @@ goes through :func:`~tether.cli._render.visible` (or ``json_line``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from ._decide import (
 )
 from ._mcp import mcp as mcp_command
 from ._options import handle_errors, model_options, resolve, say, settings_from, store_options
+from ._project import instructions_shown
 from ._render import PlainRenderer, json_line, make_renderer
 from ._session import Asker, Outcome, Session
 from ._usage import money, run_cost, steps_report
@@ -171,9 +173,15 @@ def finish(outcome: Outcome, settings: Settings) -> NoReturn:
     if outcome.status in ("paused", "needs-decision") and outcome.state is not None:
         say(pause_hint(outcome.state, outcome.call_ids, where), err=True)
     elif outcome.status == "failed":
-        say(f"error: run {rid} failed: {outcome.reason}\n  continue it with: tether resume {rid}{where}", err=True)
+        bigger = " --context-size 16384" if "context size" in outcome.reason.lower() else ""  # llama.cpp's overflow
+        hint = f"continue it with: tether resume {rid}{where}{bigger}"
+        say(f"error: run {rid} failed: {outcome.reason}\n  {hint}", err=True)
     elif outcome.status != "finished":
         say(f"run {rid} stopped ({outcome.status}): {outcome.reason}", err=True)
+    if outcome.status == "cancelled":  # Ctrl-C: its end is committed; a model thread still reading a prompt
+        sys.stdout.flush()  # is not waited for (the offline model cannot stop before its first token)
+        sys.stderr.flush()
+        os._exit(EXIT["cancelled"])
     sys.exit(EXIT.get(outcome.status, 1))
 
 
@@ -188,7 +196,7 @@ def finish(outcome: Outcome, settings: Settings) -> NoReturn:
 @handle_errors
 def runs(status: str | None, limit: int, as_json: bool, **opts: Any) -> None:
     """List runs, most recently updated first."""
-    with Session(load_settings(**opts), create=False) as session:
+    with Session(load_settings(**opts, reading=True), create=False) as session:
         infos = session.run(session.store.list_runs(status=status, limit=limit))
         events = {i.run_id: session.run(session.store.load(i.run_id)) for i in infos}
     if as_json:
@@ -248,7 +256,7 @@ def short(text: str, width: int) -> str:
 @handle_errors
 def show(run_id: str, as_json: bool, **opts: Any) -> None:
     """A run's trace, and the calls waiting for a decision with their full arguments."""
-    with Session(load_settings(**opts), create=False) as session:
+    with Session(load_settings(**opts, reading=True), create=False) as session:
         rid = resolve(session, run_id)
         events = session.run(session.store.load(rid))
         tree = session.run(load_tree(session.store, rid)) if events else None
@@ -257,11 +265,14 @@ def show(run_id: str, as_json: bool, **opts: Any) -> None:
             click.echo(json_line(to_dict(ev)))
         return
     state = state_of(events)
+    name = next((ev.agent for ev in events if isinstance(ev, RunStarted) and ev.agent), "agent")
     say(
-        f"run {rid}  status: {state.status}  events: {len(events)}  "
+        f"run {rid}  status: {state.status}  agent: {name}  events: {len(events)}  "
         f"steps: {state.steps}  tool calls: {state.tool_calls}"
     )
-    renderer = PlainRenderer()
+    if shown := instructions_shown(events):
+        say("\n".join(shown))
+    renderer = PlainRenderer(name=name)  # the story names the agent as it is named, not "agent"
     for ev in events:
         renderer.event(ev)
     say("\n".join(steps_report(events)))
@@ -302,3 +313,9 @@ cli.add_command(serve)
 from ._worker import worker  # noqa: E402
 
 cli.add_command(worker)
+
+# `tether users` and `tether audit`: the people of tether serve (accounts, the audit log).
+from ._users import audit_group, users_group  # noqa: E402
+
+cli.add_command(users_group)
+cli.add_command(audit_group)

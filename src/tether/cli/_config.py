@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..exceptions import StoreError, UserError, install_hint
 from ..providers.presets import PRESETS
 from ._errors import ConfigError
-from ._trust import STATE_DIR, check_store, check_workspace, user_config_dir
+from ._trust import STATE_DIR, check_store, check_workspace, inside, user_config_dir
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -36,7 +36,11 @@ if TYPE_CHECKING:
     from ..stores import RunStore
     from ..tools import Tool
 
-CONFIG_KEYS = frozenset(("model", "base_url", "api_key_env", "store", "instructions", "max_steps", "mcp"))
+CONFIG_KEYS = frozenset(
+    ("model", "base_url", "api_key_env", "store", "instructions", "max_steps", "context_size", "mcp", "offload_over")
+)
+INT_KEYS = frozenset(("max_steps", "context_size", "offload_over"))
+OFFLOAD_OVER = 20_000  # characters: a longer tool result goes to a workspace file (tether.toolkits.offload)
 RECORDED = {"model": "--model", "base_url": "--base-url", "api_key_env": "--api-key-env", "workspace": "--workspace"}
 PROVIDERS = ("openai", "anthropic", "local", "scripted")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -70,6 +74,8 @@ class Settings:
     api_key_env: str | None = None
     instructions: str | None = None
     max_steps: int = 20
+    context_size: int | None = None  # the offline model's context window, in tokens
+    offload_over: int = OFFLOAD_OVER  # 0: never offload
     unsafe_no_sandbox: bool = False
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
     given: frozenset[str] = frozenset()  # the RECORDED settings given as flags
@@ -83,10 +89,17 @@ def load_settings(
     base_url: str | None = None,
     api_key_env: str | None = None,
     max_steps: int | None = None,
+    context_size: int | None = None,
     unsafe_no_sandbox: bool = False,
     env: Mapping[str, str] | None = None,
+    reading: bool = False,
 ) -> Settings:
-    """Merge flags, environment and config files (first one that sets a key wins)."""
+    """Merge flags, environment and config files (first one that sets a key wins).
+
+    ``reading``: the command runs no agent (``runs``, ``show``, the decisions); a store that lies in
+    the workspace is then refused only when an agent of the command line works there (it has a
+    ``.tether/``), so a store a program of yours made in its own directory can be read and decided.
+    """
     env = dict(os.environ) if env is None else dict(env)
     ws = workspace_dir(workspace or os.getcwd())
     files = [read_config(ws / STATE_DIR / "config.toml"), read_config(user_config_path(env))]
@@ -104,8 +117,11 @@ def load_settings(
         return None
 
     steps = max_steps if max_steps is not None else pick("max_steps")
+    window = context_size if context_size is not None else pick("context_size")
+    offload = pick("offload_over")
     store_url = pick("store") or default_store_url(ws)
-    check_store(ws, store_url)
+    if not reading or (ws / STATE_DIR).is_dir():
+        check_store(ws, store_url)
     flags["workspace"] = workspace
     return Settings(
         workspace=ws,
@@ -115,6 +131,8 @@ def load_settings(
         api_key_env=pick("api_key_env"),
         instructions=pick("instructions"),
         max_steps=int(steps) if steps is not None else 20,
+        context_size=int(window) if window is not None else None,
+        offload_over=int(offload) if offload is not None else OFFLOAD_OVER,
         unsafe_no_sandbox=unsafe_no_sandbox,
         env=env,
         given=frozenset(name for name in RECORDED if flags.get(name)),
@@ -149,7 +167,7 @@ def read_config(path: Path) -> dict[str, Any]:
     for key, value in data.items():
         if key == "mcp":  # [mcp.servers.NAME] tables, checked by tether.cli._mcp
             continue
-        kind = int if key == "max_steps" else str
+        kind = int if key in INT_KEYS else str
         if not isinstance(value, kind) or isinstance(value, bool):
             names = {"int": "an integer", "str": "a string", "bool": "true or false"}
             raise ConfigError(
@@ -257,12 +275,14 @@ def parse_model(text: str | None, base_url: str | None = None) -> ModelSpec:
 def make_policy(settings: Settings) -> Policy:
     """The brain the settings name, or ConfigError saying what is missing."""
     spec = parse_model(settings.model, settings.base_url)
+    if settings.context_size is not None and spec.provider != "local":
+        raise ConfigError(f"--context-size (context_size) sets the offline local model's window; {spec.text} is not it")
     if spec.provider == "scripted":
         from ._scripted import load_script
 
         return load_script(spec.name)
     if spec.provider == "local":
-        return _local_model(spec)
+        return _local_model(spec, settings.context_size)
     preset = PRESETS.get(spec.provider) if spec.provider != "openai" else None  # groq:, ollama:...
     default = "https://api.anthropic.com" if spec.provider == "anthropic" else OPENAI_URL
     base_url = settings.base_url or (preset.base_url if preset else default)
@@ -306,7 +326,7 @@ def _construct(provider: Any, spec: ModelSpec, kwargs: dict[str, Any]) -> Policy
         raise ConfigError(str(exc)) from None
 
 
-def _local_model(spec: ModelSpec) -> Policy:
+def _local_model(spec: ModelSpec, context_size: int | None) -> Policy:
     """The offline model, checked now (runtime and weights) rather than at the first turn."""
     import importlib
 
@@ -316,11 +336,14 @@ def _local_model(spec: ModelSpec) -> Policy:
     except ImportError as exc:
         raise ConfigError(_missing_extra("local", exc)) from None
     kwargs: dict[str, Any] = {"threads": 1}
+    if context_size is not None:  # a long task overflows the default 8192 tokens
+        kwargs["context_size"] = context_size
     if spec.name:
         kwargs["model"] = spec.name
     try:
         model = LocalModel(**kwargs)
         model.path()  # assembles and verifies the weights once; fails if they are missing
+        model.load()  # now, not in the first turn: loading holds the GIL, so a Ctrl-C there would wait for it
     except UserError as exc:
         raise ConfigError(str(exc)) from None
     return model
@@ -356,8 +379,9 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-def build_tools(settings: Settings) -> list[Any]:
-    """The workspace toolkit (files, shell, python), sandboxed unless told otherwise."""
+def build_tools(settings: Settings, read_only: Sequence[Path] = ()) -> list[Any]:
+    """The workspace toolkit (files, shell, python), sandboxed unless told otherwise; its commands
+    may also read the ``read_only`` folders (the skills')."""
     import warnings
 
     from ..exceptions import SandboxUnavailable
@@ -366,28 +390,49 @@ def build_tools(settings: Settings) -> list[Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsandboxedWarning)  # the CLI prints its own warning
         try:
-            return workspace_tools(str(settings.workspace), unsafe_no_sandbox=settings.unsafe_no_sandbox)
+            return workspace_tools(
+                str(settings.workspace),
+                unsafe_no_sandbox=settings.unsafe_no_sandbox,
+                read_only_paths=[str(p) for p in read_only],
+            )
         except SandboxUnavailable as exc:
             text = str(exc).replace("unsafe_no_sandbox=True", "--unsafe-no-sandbox")
             hint = "" if "--unsafe-no-sandbox" in text else " (or pass --unsafe-no-sandbox)"
             raise ConfigError(text + hint) from None
 
 
-def build_agent(settings: Settings, store: RunStore, key: bytes, extra_tools: Sequence[Tool] = ()) -> Agent:
+def build_agent(
+    settings: Settings,
+    store: RunStore,
+    key: bytes,
+    extra_tools: Sequence[Tool] = (),
+    project: str = "",
+    skills: Sequence[Path] = (),
+) -> Agent:
     """The agent every command that runs the loop uses: same tools, same fingerprint.
 
+    ``project`` is the project's instructions (its ``AGENTS.md`` files), after the agent's own;
+    ``skills`` are skill folders, which the sandboxed commands may read.
     ``extra_tools`` come after the workspace toolkit (the command line's MCP servers' tools);
     ``ask_human`` comes last, so the agent can ask the person at the terminal (``tether answer``).
     """
     from ..agent import Agent
+    from ..toolkits.offload import offload_results
     from ..tools import ask_human
 
     policy = make_policy(settings)
     instructions = settings.instructions or INSTRUCTIONS.format(workspace=settings.workspace)
+    instructions += f"\n\n{project}" if project else ""
+    tools = [*build_tools(settings, [p for p in skills if not inside(p, settings.workspace)]), *extra_tools]
+    if settings.offload_over > 0:  # a long result goes to a file the model reads in windows
+        tools = offload_results(
+            tools, settings.workspace, over=settings.offload_over, preview=settings.offload_over // 10
+        )
     return Agent(
         policy,
-        [*build_tools(settings), *extra_tools, ask_human()],
+        [*tools, ask_human()],
         instructions=instructions,
+        skills=skills,
         max_steps=settings.max_steps,
         store=store,
         signing_key=key,

@@ -17,6 +17,9 @@ one-line error (exit status 2).
     url = "http://127.0.0.1:8000/mcp"
     headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
     approval = true
+
+``tether mcp list`` marks each tool that runs without approval only because its
+server's annotations say it is safe; ``trust = "verify"`` takes them at nothing.
 """
 
 from __future__ import annotations
@@ -132,11 +135,19 @@ def _show(client: McpClient, server: McpServer) -> bool:
         click.echo(visible(f"  error: {exc}"))
         return False
     width = max((len(t.name) for t in tools), default=0)
+    hinted = client.ungated_by_hints(server.name)
     for t in tools:
         gate = "asks first" if t.approval else "runs freely"
-        click.echo(visible(f"  {t.name:<{width}}  effect={t.effect:<10}  {gate:<11}  {_first_line(t.description)}"))
+        said = f"  [ungated by the server's {hinted[t.name]}]" if t.name in hinted else ""
+        line = f"  {t.name:<{width}}  effect={t.effect:<10}  {gate:<11}  {_first_line(t.description)}{said}"
+        click.echo(visible(line))
     if not tools:
         click.echo("  (no tools)")
+    if hinted:
+        click.echo(
+            f"  {len(hinted)} tool(s) run without approval only because {server.name!r} says they are safe; "
+            'trust = "verify" in its table asks before every call'
+        )
     return True
 
 

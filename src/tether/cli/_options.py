@@ -87,6 +87,12 @@ def model_options(fn: F) -> F:
         ),
         click.option("--max-steps", type=int, metavar="N", help="Most model turns per run [default: 20]."),
         click.option(
+            "--context-size",
+            type=int,
+            metavar="TOKENS",
+            help="The offline local model's context window [config context_size; default: 8192].",
+        ),
+        click.option(
             "--unsafe-no-sandbox", is_flag=True, help="Run shell and python commands on the host, WITHOUT isolation."
         ),
     ]

@@ -24,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -37,6 +39,8 @@ from ._decide import record
 from ._errors import ConfigError
 from ._keys import check_record, key_source, run_meta, signing_key
 from ._mcp import mcp_tools
+from ._project import project_of
+from ._render import visible
 from ._trust import check_user_config, make_state_dir, sqlite_path, user_config_dir
 
 if TYPE_CHECKING:
@@ -86,6 +90,8 @@ class Session:
         self.runner = asyncio.Runner()
         self._store: RunStore | None = None
         self._agents: dict[tuple[Any, ...], Agent] = {}
+        self._notes: dict[tuple[Any, ...], str] = {}  # what each agent's runs start with, said once
+        self._told = False  # whether the command said which project instructions its runs start with
         self._key: bytes | None = None
 
     def __enter__(self) -> Session:
@@ -136,10 +142,18 @@ class Session:
         """An agent working in ``settings.workspace``, once it is known to be safe to work in."""
         check_user_config(settings.workspace, user_config_dir(settings.env))
         make_state_dir(settings.workspace)
-        spec = (settings.workspace, settings.model, settings.base_url, settings.api_key_env)
+        spec = self._spec(settings)
         if spec not in self._agents:
-            self._agents[spec] = build_agent(settings, self.store, self.key, mcp_tools(settings))
+            project = project_of(settings)  # read once: each run keeps the text in its first note
+            text, skills = project.instructions.text, project.skills
+            agent = build_agent(settings, self.store, self.key, mcp_tools(settings), text, skills)
+            self._agents[spec] = agent
+            self._notes[spec] = project.note([s.name for s in agent.skills.skills])
         return self._agents[spec]
+
+    @staticmethod
+    def _spec(settings: Settings) -> tuple[Any, ...]:
+        return (settings.workspace, settings.model, settings.base_url, settings.api_key_env)
 
     async def settings_of(self, run_id: str) -> Settings:
         """The settings ``run_id`` continues with, after checking this command's key against its record."""
@@ -161,11 +175,21 @@ class Session:
     ) -> Outcome:
         """A new run of ``task`` (continuing ``context``, or the session ``name`` from the store)."""
         agent = self.agent
+        if not self._told and (note := self._notes[self._spec(self.settings)]):
+            print(visible(note), file=sys.stderr)  # which AGENTS.md files the run starts with, once per command
+        self._told = True
         meta = run_meta(recorded_fields(self.settings), self.key)
         return self.run(self.drive(lambda: agent.stream(task, context=context, meta=meta, session=name), renderer))
 
     def resume(self, run_id: str, renderer: Renderer) -> Outcome:
         agent = self.agent_for(self.run(self.settings_of(run_id)))
+        events = self.run(self.store.load(run_id))
+        first = events[0] if events and isinstance(events[0], RunStarted) else None
+        if first is not None and "key_id" not in first.meta and first.fingerprint != agent.fingerprint:
+            raise ConfigError(
+                f"run {run_id!r} was started by another program (agent {first.agent!r}) with other tools than the "
+                f"command line's agent: resume it in that program, agent.run(run_id={run_id!r})"
+            )
         return self.run(self.drive(lambda: agent.stream(run_id=run_id), renderer))
 
     def settle(self, outcome: Outcome, renderer: Renderer, ask: Asker | None) -> Outcome:
@@ -229,8 +253,14 @@ class _CtrlC:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def _interrupt(self) -> None:
+        if self.pressed:  # a second Ctrl-C: leave now; the run is resumable (its lease lapses, or it was cancelled)
+            sys.stderr.write("\nstopped; the run can be resumed (tether resume)\n")
+            sys.stderr.flush()
+            os._exit(130)
         if self.armed and self.task is not None:
             self.pressed += 1
+            sys.stderr.write("\nstopping… (Ctrl-C again to quit at once)\n")  # said at once, before the model stops
+            sys.stderr.flush()
             self.task.cancel()
 
     def consume(self) -> bool:

@@ -10,18 +10,20 @@ next (``tether resume``); none runs the agent.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
-from ..events import Cancelled, RunStarted
-from ..exceptions import UserError
+from ..events import ApprovalDecided, Cancelled, Event, RunStarted
+from ..exceptions import StateTampered, UserError
 from ..pending import VERBS, Verdict
 from ..state import Choice, Decision, RunState
 from ..store import load_tree
 from ._config import load_settings, location
 from ._decide import check_args_for, check_replacing, described, load_state, record, waiting
+from ._errors import ConfigError
+from ._keys import KEY_ENV, key_id, key_source
 from ._options import handle_errors, replace_option, resolve, say, store_options
 from ._session import Session
 
@@ -93,12 +95,14 @@ def decide_command(
     opts: dict[str, Any], run_id: str, choose: Callable[[RunState], list[Choice]], replace: bool
 ) -> None:
     """Record decisions in the store; the run continues on ``tether resume``."""
-    settings = load_settings(**opts)
+    settings = load_settings(**opts, reading=True)
     with Session(settings, create=False) as session:
         rid = resolve(session, run_id)
         events = session.run(session.store.load(rid))
-        session.check_key(rid, events[0].meta if isinstance(events[0], RunStarted) else {})
+        ours = session.check_key(rid, events[0].meta if isinstance(events[0], RunStarted) else {})
         before = session.run(load_tree(session.store, rid))
+        if not ours:  # started by a program of yours: nothing recorded says which key its agent checks
+            check_foreign_key(rid, events, session.key, key_source(settings.store_url, settings.env))
         choices = choose(before)
         changes = check_replacing(before, choices, replace)
         state = before
@@ -110,7 +114,35 @@ def decide_command(
     if left:
         say(f"still waiting: {', '.join(p.id for p in left)}")
     say("a running `tether serve` on this store resumes it by itself; without one,")
-    say(f"continue with: tether resume {rid}{location(settings)}")
+    if ours:
+        say(f"continue with: tether resume {rid}{location(settings)}")
+    else:
+        agent = next((ev.agent for ev in events if isinstance(ev, RunStarted) and ev.agent), "agent")
+        say(f"continue it in the program that started it (agent {agent!r}): agent.run(run_id={rid!r})")
+
+
+def check_foreign_key(run_id: str, events: Sequence[Event], key: bytes, source: str) -> None:
+    """For a run the command line did not start: its earlier decisions must verify with this key.
+
+    Without any, nothing can say which key the run's agent checks: the line printed names the
+    key used, so that a refusal on resume can be traced to it.
+    """
+    signed = [ev.decision for ev in events if isinstance(ev, ApprovalDecided) and ev.decision.signature]
+    for d in signed:
+        try:
+            d.verify(key)
+        except StateTampered:
+            raise ConfigError(
+                f"run {run_id!r} has decisions signed with another key than this command's (id {key_id(key)}, "
+                f"from {source}): its agent would refuse this one; use the key it was decided with "
+                f"({KEY_ENV}, the signing_key its program gives the Agent)"
+            ) from None
+    if not signed:
+        say(
+            f"note: run {run_id!r} was started by another program, which records no key: this decision is "
+            f"signed with key id {key_id(key)} (from {source}); its agent accepts it only with that signing_key",
+            err=True,
+        )
 
 
 def decided_line(c: Choice, state: RunState, old: Decision | None, *, changed: bool) -> str:

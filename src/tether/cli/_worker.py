@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from ..exceptions import UserError
+from ..exceptions import TetherError, UserError
 
 __all__ = ["worker"]
 
@@ -32,14 +32,17 @@ __all__ = ["worker"]
 @click.option("--concurrency", type=int, default=16, show_default=True, help="Runs advanced at once by this worker.")
 @click.option("--queue-schema", default="tether_queue", show_default=True, help="PostgreSQL schema of the queue.")
 @click.option("--sweep-every", type=float, default=5.0, show_default=True, help="Seconds between sweeps of the store.")
-def worker(apps: tuple[str, ...], store: str, concurrency: int, queue_schema: str, sweep_every: float) -> None:
+@click.option("--deps", "deps_spec", metavar="MODULE:FACTORY", help="make_deps(run_id, agent, inputs): a run's deps.")
+def worker(
+    apps: tuple[str, ...], store: str, concurrency: int, queue_schema: str, sweep_every: float, deps_spec: str | None
+) -> None:
     """Advance runs handed out through the store's PostgreSQL, until stopped.
 
     \b
       tether worker examples.refund_server:support --store postgresql://localhost/app --concurrency 32
     """
     try:
-        dispatcher, opened = _dispatcher(apps, store, queue_schema, concurrency)
+        dispatcher, opened = _dispatcher(apps, store, queue_schema, concurrency, deps_spec)
     except UserError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -47,14 +50,19 @@ def worker(apps: tuple[str, ...], store: str, concurrency: int, queue_schema: st
 
     tune_gc()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    click.echo(f"tether worker: {', '.join(dispatcher.agents)} over {_redacted(store)}, {concurrency} at a time")
-    asyncio.run(_work(dispatcher, opened, concurrency, sweep_every))
+    said = f"tether worker: {', '.join(dispatcher.agents)} over {_redacted(store)}, {concurrency} at a time"
+    try:
+        asyncio.run(_work(dispatcher, opened, concurrency, sweep_every, said))
+    except (TetherError, OSError) as exc:  # the database cannot be reached or does not exist
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        click.echo(f"error: the worker could not start: {first} (check --store)", err=True)
+        sys.exit(2)
 
 
-def _dispatcher(apps: tuple[str, ...], url: str, schema: str, concurrency: int) -> tuple[Any, Any]:
+def _dispatcher(apps: tuple[str, ...], url: str, schema: str, concurrency: int, deps: str | None) -> tuple[Any, Any]:
     from ..dispatch.procrastinate import ProcrastinateDispatcher
     from ..stores import open_store
-    from ._serve import load_agent
+    from ._serve import load_agent, load_deps
 
     if concurrency < 1:
         raise UserError(f"--concurrency must be at least 1, got {concurrency}")
@@ -70,16 +78,19 @@ def _dispatcher(apps: tuple[str, ...], url: str, schema: str, concurrency: int) 
         agents[agent.name].store = opened
         if agents[agent.name].signing_key is None and (key := os.environ.get("TETHER_SIGNING_KEY")):
             agents[agent.name].signing_key = _key_bytes(key)  # the key tether serve signs decisions with
-    return ProcrastinateDispatcher.for_store(url, agents, schema=schema), opened
+    return ProcrastinateDispatcher.for_store(url, agents, schema=schema, deps=load_deps(deps)), opened
 
 
-async def _work(dispatcher: Any, store: Any, concurrency: int, sweep_every: float) -> None:
+async def _work(dispatcher: Any, store: Any, concurrency: int, sweep_every: float, said: str) -> None:
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
     try:
+        await dispatcher.open()  # connected before it says it works
+        await store.list_runs(limit=1)
+        click.echo(said)
         await dispatcher.work(concurrency=concurrency, sweep_every=sweep_every)
     except asyncio.CancelledError:
         click.echo("tether worker: stopped; its runs were queued again", err=True)

@@ -43,8 +43,21 @@ from typing import Protocol
 
 from ..agent import Agent, RunResult
 from ..exceptions import LeaseConflict, StateError, UserError
+from ._deps import INPUTS_LABEL, DepsFactory, deps_for, inputs_label, record_stuck, refuse_missing
 
-__all__ = ["Dispatcher", "LocalPool", "Sweeper", "runnable", "tune_gc"]
+__all__ = [
+    "INPUTS_LABEL",
+    "DepsFactory",
+    "Dispatcher",
+    "LocalPool",
+    "Sweeper",
+    "deps_for",
+    "inputs_label",
+    "record_stuck",
+    "refuse_missing",
+    "runnable",
+    "tune_gc",
+]
 
 log = logging.getLogger("tether.dispatch")
 
@@ -84,7 +97,8 @@ class LocalPool:
     ``agents`` maps agent names to agents (each with a store); a submitted run
     is resumed by the agent its ``run-started`` event names. ``concurrency``
     bounds how many runs advance at once; a run already queued is not queued
-    twice. ``on_done(run_id, result_or_error)`` is called after each attempt.
+    twice. ``deps`` is the factory that makes each run's dependencies
+    (:mod:`tether.dispatch._deps`). ``on_done(run_id, result_or_error)`` is called after each attempt.
     Closing the pool cancels the runs in flight: each ends ``cancelled``
     (interrupted, resumable) in its store.
     """
@@ -95,6 +109,7 @@ class LocalPool:
         *,
         concurrency: int = 8,
         on_done: OnDone | None = None,
+        deps: DepsFactory | None = None,
     ) -> None:
         if not isinstance(concurrency, int) or concurrency < 1:
             raise UserError(f"concurrency must be a positive integer, got {concurrency!r}")
@@ -104,6 +119,7 @@ class LocalPool:
         self.agents = dict(agents)
         self.concurrency = concurrency
         self.on_done = on_done
+        self.deps = deps
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._queued: set[str] = set()
         self._workers: list[asyncio.Task[None]] = []
@@ -169,11 +185,17 @@ class LocalPool:
                 outcome = exc
             finally:
                 self._queue.task_done()
-            await self._report(run_id, outcome)
+            try:
+                await self._report(run_id, outcome)
+            except Exception:  # the callback's failure (its store went away) must not stop this worker
+                log.exception("on_done failed for run %r", run_id)
 
     async def _advance(self, run_id: str, name: str) -> RunResult | BaseException:
+        agent = self.agents[name]
+        assert agent.store is not None
         try:
-            return await self.agents[name].run(run_id=run_id)
+            deps = await deps_for(self.deps, agent.store, run_id, name)
+            return await agent.run(run_id=run_id, deps=deps)
         except (LeaseConflict, StateError) as exc:  # another worker has it, or there is nothing to do
             log.debug("run %r not advanced: %s", run_id, exc)
             return exc

@@ -39,8 +39,8 @@ Submitting a run twice is harmless: the second worker loses the lease race.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import random
 import time
 from collections.abc import Iterable
 
@@ -50,7 +50,7 @@ from ..journal import Journal
 from ..store import ChangeFeed, RunInfo, RunStore, load_tree
 from . import Dispatcher
 
-__all__ = ["Sweeper", "runnable"]
+__all__ = ["Sweeper", "backoff", "runnable"]
 
 log = logging.getLogger("tether.dispatch")
 LOOK_AT = ("running", "paused", "needs-decision")
@@ -73,6 +73,16 @@ async def runnable(store: RunStore, run_id: str, info: RunInfo | None = None) ->
     if info.status == "running":
         return first.agent
     return first.agent if await _decided(store, run_id, events) else None
+
+
+def backoff(failures: int, first: float = 0.5, most: float = 30.0) -> float:
+    """Seconds to wait after ``failures`` failures in a row: doubling from ``first`` up to ``most``,
+    with jitter, so workers a database restart dropped together do not all come back at once.
+
+    >>> 0.25 <= backoff(1) <= 0.5 and 15.0 <= backoff(10) <= 30.0
+    True
+    """
+    return min(most, first * 2.0 ** max(0, failures - 1)) * random.uniform(0.5, 1.0)
 
 
 def _held(info: RunInfo) -> bool:
@@ -136,13 +146,22 @@ class Sweeper:
         return found
 
     async def run(self) -> None:
-        """Sweep every ``every`` seconds, and look at each run the store reports changed, until cancelled."""
+        """Sweep every ``every`` seconds, and look at each run the store reports changed, until cancelled.
+
+        A sweep that fails (the store, or the dispatcher's queue, is down) is tried again after
+        a backoff; nothing the database does stops the sweeper.
+        """
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._watch())
+            failures = 0
             while True:
-                with contextlib.suppress(StoreError):
+                try:
                     await self.sweep()
-                await asyncio.sleep(self.every)
+                    failures = 0
+                except Exception as exc:  # a StoreError, or the queue's own (ConnectorException)
+                    failures += 1
+                    log.warning("sweep failed (%s: %s); sweeping again", type(exc).__name__, exc)
+                await asyncio.sleep(backoff(failures, self.every, max(self.every, 30.0)) if failures else self.every)
 
     async def _watch(self) -> None:
         if not isinstance(self.store, ChangeFeed):
@@ -150,7 +169,9 @@ class Sweeper:
         try:
             async for run_id in self.store.changes(interval=self.every):
                 root = run_id.partition("/")[0]  # a decision in a child run wakes its root
-                with contextlib.suppress(StoreError):
+                try:
                     await self.consider(root)
+                except Exception as exc:  # the next sweep looks at it again
+                    log.debug("could not look at run %r: %s", root, exc)
         except StoreError as exc:
             log.warning("the store stopped reporting changes (%s); sweeping every %.1f s", exc, self.every)

@@ -31,12 +31,14 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from ..agent import Agent, RunResult
-from ..exceptions import LeaseConflict, StateError, UserError, import_extra
-from ._sweeper import Sweeper, runnable
+from ..exceptions import LeaseConflict, StateError, StoreError, UserError, import_extra
+from ._deps import DepsFactory, deps_for, record_stuck, refuse_missing, transient
+from ._sweeper import Sweeper, backoff, runnable
 
 __all__ = ["ProcrastinateDispatcher"]
 
@@ -55,7 +57,8 @@ class ProcrastinateDispatcher:
     ``agents`` are the agents this process can advance (a process that only
     submits, such as ``tether serve --workers 0``, may pass none). Runs that end
     ``failed`` on a provider error are tried again after ``retry_after``
-    seconds, up to ``retries`` times.
+    seconds, up to ``retries`` times. ``deps`` makes each run's dependencies
+    (:mod:`tether.dispatch._deps`); an agent that needs them is refused without it.
     """
 
     def __init__(
@@ -67,6 +70,7 @@ class ProcrastinateDispatcher:
         queue: str = "tether",
         retry_after: float = 60.0,
         retries: int = 3,
+        deps: DepsFactory | None = None,
     ) -> None:
         pc = _procrastinate()
         if not schema.replace("_", "").isalnum():
@@ -77,15 +81,23 @@ class ProcrastinateDispatcher:
             if agent.store is None:
                 raise UserError(f"agent {name!r} has no store: a worker resumes runs from a store")
         self.retry_after, self.retries = retry_after, retries
+        refuse_missing(self.agents, deps)  # at start, not run by run
+        self.deps = deps
         connector = pc.PsycopgConnector(conninfo=dsn, kwargs={"options": f"-c search_path={schema}"}, max_size=8)
         self.app = pc.App(connector=connector)
         self._task = self.app.task(name=TASK, queue=queue)(self._advance)
         self._opened = False
         self.in_flight: set[str] = set()
+        self._runs: set[asyncio.Task[None]] = set()
 
     @classmethod
     def for_store(
-        cls, url: str, agents: Mapping[str, Agent] | None = None, *, schema: str = "tether_queue"
+        cls,
+        url: str,
+        agents: Mapping[str, Agent] | None = None,
+        *,
+        schema: str = "tether_queue",
+        deps: DepsFactory | None = None,
     ) -> ProcrastinateDispatcher:
         """The queue on the PostgreSQL of the store at ``url`` (``postgresql://...?schema=...``).
 
@@ -96,14 +108,19 @@ class ProcrastinateDispatcher:
 
         if not url.startswith(("postgresql://", "postgres://")):
             raise UserError("workers share the store's PostgreSQL: give a postgresql://... store URL")
-        return cls(open_store(url).dsn, agents, schema=schema)  # type: ignore[attr-defined]
+        return cls(open_store(url).dsn, agents, schema=schema, deps=deps)  # type: ignore[attr-defined]
 
     # -- lifecycle ---------------------------------------------------------------
 
     async def open(self) -> ProcrastinateDispatcher:
         """Connect, and create the queue's schema if it is not there yet (idempotent)."""
         if not self._opened:
-            await self._ensure_schema()
+            import psycopg
+
+            try:
+                await self._ensure_schema()
+            except psycopg.OperationalError as exc:  # no server, no database, wrong password: one line
+                raise StoreError(f"cannot connect to the queue's PostgreSQL: {str(exc).strip()}") from exc
             await self.app.open_async()
             self._opened = True
         return self
@@ -140,29 +157,48 @@ class ProcrastinateDispatcher:
         """Advance queued runs, ``concurrency`` at a time, and sweep the store, until cancelled.
 
         New jobs arrive at once (``LISTEN``); the queue is also polled every
-        ``poll_every`` seconds, which is when delayed jobs fall due. On
-        cancellation the runs in flight end resumable and are submitted again.
+        ``poll_every`` seconds, which is when delayed jobs fall due. A database
+        that drops the worker's connections (a restart, a failover, terminated
+        backends) does not stop it: it takes jobs again after a backoff, and the
+        runs it was advancing go on (their store reconnects). On cancellation
+        the runs in flight end resumable and are submitted again.
         """
         if not self.agents:
             raise UserError("a worker needs agents: ProcrastinateDispatcher(dsn, {name: agent})")
         await self.open()
         stores = {id(a.store): a.store for a in self.agents.values()}
         sweepers = [Sweeper(s, self, every=sweep_every, agents=self.agents) for s in stores.values()]  # type: ignore[arg-type]
-        async with asyncio.TaskGroup() as tasks:
-            for sweeper in sweepers:
-                tasks.create_task(sweeper.run())
-            tasks.create_task(
-                self.app.run_worker_async(
-                    queues=[self.queue],
-                    concurrency=concurrency,
-                    name=name,
-                    install_signal_handlers=False,
-                    delete_jobs="successful",
-                    shutdown_graceful_timeout=1.0,
-                    fetch_job_polling_interval=poll_every,
-                    update_heartbeat_interval=max(1.0, sweep_every),
-                )
-            )
+        options = dict(queues=[self.queue], concurrency=concurrency, name=name, install_signal_handlers=False,
+                       delete_jobs="successful", shutdown_graceful_timeout=1.0, fetch_job_polling_interval=poll_every,
+                       update_heartbeat_interval=max(1.0, sweep_every))  # fmt: skip
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                for sweeper in sweepers:
+                    tasks.create_task(sweeper.run())
+                tasks.create_task(self._take_jobs(options))
+        finally:  # the runs belong to the worker, not to their jobs: stop them last, each resumable
+            await self._stop_runs()
+
+    async def _take_jobs(self, options: dict[str, Any]) -> None:
+        """Procrastinate's worker, started again whenever it stops: it stops (or raises) when the
+        database drops one of its connections, and a worker must outlive a database restart."""
+        failures = 0
+        while True:
+            began = time.monotonic()
+            try:
+                await self.app.run_worker_async(**options)
+                why = "it stopped (a connection of the queue failed)"
+            except Exception as exc:  # ConnectorException and the like: the database went away
+                why = f"{type(exc).__name__}: {exc}".strip()
+            failures = 1 if time.monotonic() - began > 60 else failures + 1
+            pause = backoff(failures)
+            log.warning("the queue's worker stopped (%s); taking jobs again in %.1f s", why, pause)
+            await asyncio.sleep(pause)
+
+    async def _stop_runs(self) -> None:
+        for task in list(self._runs):
+            task.cancel()
+        await asyncio.gather(*self._runs, return_exceptions=True)
 
     async def _advance(self, run_id: str, agent: str) -> None:
         """The job: advance the run as far as it goes now."""
@@ -173,11 +209,27 @@ class ProcrastinateDispatcher:
         info = await store.get(run_id)
         if info is not None and info.status in WAITING and await runnable(store, run_id, info) is None:
             return  # still waiting for a person: a late or duplicate job leaves the run as it is
+        run = asyncio.create_task(self._run(run_id, agent), name=f"tether-run-{run_id}")
+        self._runs.add(run)
+        run.add_done_callback(self._runs.discard)
+        # A job the queue aborts (its worker restarting after a lost connection) leaves the run going.
+        await asyncio.shield(run)
+
+    async def _run(self, run_id: str, agent: str) -> None:
+        store = self.agents[agent].store
+        assert store is not None
         self.in_flight.add(run_id)
         try:
-            result = await self.agents[agent].run(run_id=run_id)
+            deps = await deps_for(self.deps, store, run_id, agent)
+            result = await self.agents[agent].run(run_id=run_id, deps=deps)
         except (LeaseConflict, StateError) as exc:  # a live worker has it, or there is nothing to do
             log.debug("run %r not advanced: %s", run_id, exc)
+            return
+        except Exception as exc:  # it cannot advance here: say so in the run, not only in this log
+            if transient(exc):
+                raise  # the store or the network: the job fails, the sweeper submits the run again
+            log.error("run %r could not be advanced: %s: %s", run_id, type(exc).__name__, exc)
+            await record_stuck(store, run_id, exc)
             return
         except asyncio.CancelledError:  # shutting down: the run ended resumable; hand it on
             await asyncio.shield(self._hand_on(run_id, agent))

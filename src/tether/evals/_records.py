@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import Finished, RunStarted, ToolStarted
 from ..messages import Message
+from ..pending import child_run_id
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -67,7 +68,7 @@ async def forget(store: RunStore, run_id: str) -> None:
 async def child_runs(store: RunStore, run_id: str, events: list[Event] | None = None) -> list[str]:
     """The ids of the child runs kept under ``run_id``: ``<run id>/<call id>`` of its started calls."""
     events = await store.load(run_id) if events is None else events
-    ids = dict.fromkeys(f"{run_id}/{ev.call.id}" for ev in events if isinstance(ev, ToolStarted))
+    ids = dict.fromkeys(child_run_id(run_id, ev.call.id) for ev in events if isinstance(ev, ToolStarted))
     return [child for child in ids if await store.get(child) is not None]
 
 

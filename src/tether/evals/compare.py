@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..exceptions import UserError
 from .report import Report
 
 
@@ -62,9 +63,21 @@ class Comparison:
 
 
 def compare(before: Report, after: Report) -> Comparison:
-    """How ``after`` differs from ``before``, case by case."""
+    """How ``after`` differs from ``before``, case by case.
+
+    Reports of two different datasets, or with no case in common, are refused
+    (:class:`UserError`): their accuracies do not measure the same thing.
+    """
+    sets = (before.meta.get("dataset"), after.meta.get("dataset"))
+    if all(sets) and sets[0] != sets[1]:
+        raise UserError(
+            f"the reports are of different datasets ({sets[0]!r} and {sets[1]!r}): compare two runs of one dataset"
+        )
     old = {c.case_id: c.pass_rate for c in before.cases()}
     new = {c.case_id: c.pass_rate for c in after.cases()}
+    if old and new and not old.keys() & new.keys():
+        names = f"{before.name!r} and {after.name!r}"
+        raise UserError(f"the reports {names} share no case: compare two runs of one dataset")
     changes = tuple(Change(cid, old[cid], new[cid]) for cid in new if cid in old)
     return Comparison(
         changes=changes,

@@ -25,6 +25,7 @@ from ..context import Context
 from ..events import Event, Failed, Finished, LimitReached, ModelReplied, Paused, RunStarted, ToolFinished
 from ..journal import replay
 from ..messages import Usage
+from ..pending import child_run_id
 
 if TYPE_CHECKING:
     from ..store import RunStore
@@ -127,7 +128,7 @@ async def with_child_calls(outcome: Outcome, store: RunStore) -> Outcome:
 async def _calls_of_tree(store: RunStore, run_id: str, calls: Sequence[Call]) -> tuple[Call, ...]:
     out: list[Call] = []
     for call in calls:
-        child_id = f"{run_id}/{call.id}"
+        child_id = child_run_id(run_id, call.id)
         events = await store.load(child_id) if call.id and await store.get(child_id) is not None else []
         if not events:
             out.append(call)

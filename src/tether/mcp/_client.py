@@ -22,7 +22,7 @@ from ._connection import Connection
 from ._errors import McpServerLost, McpToolError, McpUnavailable
 from ._portal import Portal
 from ._results import McpResult
-from ._tools import IDEMPOTENCY_KEY, Binding, server_tools
+from ._tools import IDEMPOTENCY_KEY, Binding, hinted, server_tools
 
 ResultHook = Callable[[Invocation[Any], McpResult], None]
 _OPEN: set[McpClient] = set()
@@ -88,6 +88,15 @@ class McpClient:
         """:meth:`tools` for synchronous code."""
         return self._portal.run_sync(self.tools(*servers))
 
+    def ungated_by_hints(self, *servers: str) -> dict[str, str]:
+        """``{tool name: hint}``: the tools (of the servers listed so far) that run without
+        approval only because their server says they are safe, by ``readOnlyHint`` or
+        ``destructiveHint: false``. A server with ``trust="verify"`` has none."""
+        out: dict[str, str] = {}
+        for name in self._names(servers):
+            out |= hinted(self.servers[name], self._connections[name].listing)
+        return out
+
     async def call(
         self, server: str, tool: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None
     ) -> McpResult:
@@ -134,13 +143,14 @@ class McpClient:
 
     async def _call(self, binding: Binding, arguments: dict[str, Any], meta: dict[str, Any] | None) -> McpResult:
         conn = self._connections[binding.server]
+        fresh = binding.gated  # what a person approved must be what runs: no list_changed race
         try:
-            return await conn.call(binding.tool, arguments, digest=binding.digest, meta=meta)
+            return await conn.call(binding.tool, arguments, digest=binding.digest, meta=meta, fresh=fresh)
         except McpServerLost:
             if binding.effect == "once":
                 raise
             # Safe to repeat: start the server again and call once more (a second loss is reported).
-            return await conn.call(binding.tool, arguments, digest=binding.digest, meta=meta)
+            return await conn.call(binding.tool, arguments, digest=binding.digest, meta=meta, fresh=fresh)
 
     async def _open(self, names: list[str]) -> None:
         results = await asyncio.gather(*(self._connections[n].open() for n in names), return_exceptions=True)

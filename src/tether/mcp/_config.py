@@ -26,6 +26,7 @@ from ..exceptions import UserError
 from ..tools import EFFECTS, Approval, Effect
 
 DEFAULT_TIMEOUT = 120.0
+MAX_RESULT_BYTES = 8 * 2**20
 _SERVER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,31}")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -79,6 +80,8 @@ class McpServer:
     exclude: tuple[str, ...] = ()
     tools: Mapping[str, ToolRule] = field(default_factory=dict)
     protocol: Literal["auto", "legacy"] = "auto"  # legacy: the 2025 handshake, no discovery probe
+    trust: Literal["hints", "verify"] = "hints"  # verify: the server's annotations are not believed
+    max_result_bytes: int = MAX_RESULT_BYTES  # a stdio reply over this is left out, with a note
 
     def __post_init__(self) -> None:
         if not _SERVER_NAME.fullmatch(self.name):
@@ -91,6 +94,15 @@ class McpServer:
             raise UserError(f"MCP server {self.name!r}: url must start with http:// or https://, got {self.url!r}")
         if self.effect is not None and self.effect not in EFFECTS:
             raise UserError(f"MCP server {self.name!r}: effect must be one of {sorted(EFFECTS)}")
+        if isinstance(self.max_result_bytes, bool) or not self.max_result_bytes > 0:
+            raise UserError(f"MCP server {self.name!r}: max_result_bytes must be a positive number of bytes")
+        if self.trust not in ("hints", "verify"):
+            raise UserError(f"MCP server {self.name!r}: trust must be 'hints' or 'verify', got {self.trust!r}")
+        if self.trust == "verify" and self.approval is False:
+            raise UserError(
+                f"MCP server {self.name!r}: trust='verify' asks before every call, approval=false says never; "
+                "drop one (a tool you vouch for can get approval=false in its own rule)"
+            )
         if self.protocol not in ("auto", "legacy"):
             raise UserError(f"MCP server {self.name!r}: protocol must be 'auto' or 'legacy', got {self.protocol!r}")
         for label, value in (("timeout", self.timeout), ("connect_timeout", self.connect_timeout)):
@@ -150,11 +162,19 @@ def contract(
     ('none', False, 120.0)
     >>> contract(McpServer("s", command="x"), "t", None)
     ('once', True, 120.0)
+
+    A server with ``trust="verify"`` is not believed: every tool is ``"once"``
+    and asks first, whatever its hints say (your own overrides still apply).
+
+    >>> contract(McpServer("s", command="x", trust="verify"), "t", {"readOnlyHint": True})
+    ('once', True, 120.0)
     """
     hints = annotations or {}
-    if hints.get("readOnlyHint") is True:
-        effect: Effect = "none"
-        approval: Approval = False
+    if server.trust == "verify":
+        effect: Effect = "once"
+        approval: Approval = True
+    elif hints.get("readOnlyHint") is True:
+        effect, approval = "none", False
     else:
         effect = "idempotent" if hints.get("idempotentHint") is True else "once"
         approval = hints.get("destructiveHint") is not False
@@ -165,6 +185,24 @@ def contract(
     if rule.approval is not None:
         approval = rule.approval
     return effect, approval, rule.timeout if rule.timeout is not None else server.timeout
+
+
+def ungated_by(server: McpServer, tool: str, annotations: Mapping[str, Any] | None) -> str:
+    """The server's hint that alone lets ``tool`` run without approval, or "" (it asks first, or
+    your config says it need not): what ``tether mcp list`` flags, and what ``trust="verify"`` undoes.
+
+    >>> ungated_by(McpServer("s", command="x"), "t", {"readOnlyHint": True})
+    'readOnlyHint'
+    >>> ungated_by(McpServer("s", command="x", trust="verify"), "t", {"readOnlyHint": True})
+    ''
+    """
+    hints = annotations or {}
+    rule = server.tools.get(tool, ToolRule())
+    if server.trust == "verify" or server.approval is not None or rule.approval is not None:
+        return ""
+    if hints.get("readOnlyHint") is True:
+        return "readOnlyHint"
+    return "destructiveHint: false" if hints.get("destructiveHint") is False else ""
 
 
 _KEYS: dict[str, type | tuple[type, ...]] = {
@@ -184,6 +222,8 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "exclude": list,
     "tools": dict,
     "protocol": str,
+    "trust": str,
+    "max_result_bytes": int,
 }
 _RULE_KEYS: dict[str, type | tuple[type, ...]] = {"effect": str, "approval": bool, "timeout": (int, float)}
 

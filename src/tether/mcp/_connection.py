@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ._config import McpServer
 from ._errors import McpServerLost, McpToolChanged, McpToolError, McpUnavailable
-from ._results import McpResult, to_result
+from ._results import McpResult, to_result, within_cap
 
 if TYPE_CHECKING:
     import mcp
@@ -64,14 +64,32 @@ class Connection:
             return self.session
 
     async def call(
-        self, tool: str, arguments: Mapping[str, Any], *, digest: str | None = None, meta: dict[str, Any] | None = None
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        digest: str | None = None,
+        meta: dict[str, Any] | None = None,
+        fresh: bool = False,
     ) -> McpResult:
-        """Call ``tool``; with ``digest``, only if the server still defines it that way."""
+        """Call ``tool``; with ``digest``, only if the server still defines it that way (with
+        ``fresh``, as its tool list says now, read again first: a change the server has not
+        announced yet, or whose notice is still on its way, is caught too)."""
         import mcp_types
         import pydantic
         from mcp.shared.exceptions import MCPError
 
         session = await self.open()
+        if fresh:
+            try:
+                await self._relist(session)
+            except (MCPError, pydantic.ValidationError, RuntimeError) as exc:
+                if isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED:
+                    raise McpServerLost(self._lost_message(tool)) from exc
+                raise McpToolError(
+                    f"MCP server {self.server.name!r} could not list its tools before the approved call "
+                    f"to {tool!r}, so it was not called: {exc}"
+                ) from exc
         if digest is not None:
             self._check(tool, digest)
         try:
@@ -82,7 +100,7 @@ class Connection:
             raise McpToolError(f"MCP server {self.server.name!r} refused the call: {exc.message} ({exc.code})") from exc
         except (pydantic.ValidationError, RuntimeError) as exc:  # the result breaks the protocol or its schema
             raise McpToolError(f"MCP server {self.server.name!r} sent a result that does not fit: {exc}") from exc
-        return to_result(result)
+        return within_cap(to_result(result), self.server.max_result_bytes, self.server.name)
 
     async def close(self) -> None:
         """End the session (a stdio server is stopped) and forget the tool list."""
@@ -158,7 +176,8 @@ class Connection:
         if server.command is None:
             return _http(str(server.url), server.expanded(server.headers))
         from mcp import StdioServerParameters
-        from mcp.client.stdio import stdio_client
+
+        from ._stdio import capped_stdio
 
         env = server.expanded(server.env)
         if server.inherit_env:
@@ -167,7 +186,7 @@ class Connection:
         # Kept open while the server runs (its stderr goes here), read for messages, closed after.
         self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         params = StdioServerParameters(command=server.command, args=list(server.args), env=env, cwd=server.cwd)
-        return stdio_client(params, errlog=self._stderr)
+        return capped_stdio(params, self._stderr, server.max_result_bytes)
 
     async def _relist(self, client: mcp.Client) -> None:
         tools: dict[str, mcp_types.Tool] = {}

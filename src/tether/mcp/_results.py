@@ -114,3 +114,20 @@ def _decode(data: str | bytes) -> bytes:
         return base64.b64decode(raw, validate=True)
     except (binascii.Error, ValueError):
         return raw  # not base64 after all: keep what the server sent
+
+
+def within_cap(result: McpResult, cap: int, server: str) -> McpResult:
+    """``result``, or an error note in its place when its text and blobs are over ``cap`` bytes
+    (a stdio reply that big never arrives whole; over HTTP it does, and is kept out here).
+
+    >>> within_cap(McpResult("x" * 10), 4, "s").text
+    "MCP server 's' returned a result of 10 bytes, over the cap of 4 bytes per result (max_result_bytes), ..."
+    """
+    size = len(result.text.encode()) + sum(len(b.data) for b in result.blobs)
+    if size <= cap:
+        return result
+    text = (
+        f"MCP server {server!r} returned a result of {size:,} bytes, over the cap of {cap:,} bytes per result "
+        "(max_result_bytes), so tether left it out; ask for less (a page, a filter, a summary)"
+    )
+    return McpResult(text, is_error=True)

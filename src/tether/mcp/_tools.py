@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
 from ..tools import Effect, Invocation, Tool
-from ._config import McpServer, contract
+from ._config import McpServer, contract, ungated_by
 
 if TYPE_CHECKING:
     import mcp_types
@@ -31,12 +31,18 @@ MAX_NAME = 64
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """Which server tool a tether tool calls, as the server defined it when it was built."""
+    """Which server tool a tether tool calls, as the server defined it when it was built.
+
+    ``gated``: a person approves its calls, so the server's tool list is read
+    again right before each call, and a definition that changed since the tool
+    was built (since the person saw the call) is not called.
+    """
 
     server: str
     tool: str
     digest: str
     effect: Effect
+    gated: bool = False
 
 
 Runner = Callable[[Binding, dict[str, Any], Invocation[Any]], Awaitable[Any]]
@@ -48,6 +54,19 @@ def server_tools(
     """The tether tools of one server's listing (``include`` / ``exclude`` applied)."""
     names = tether_names(server.tool_prefix, [n for n in listing if server.wants(n)])
     return [_tool(server, listing[mcp], name, digests[mcp], run) for mcp, name in names.items()]
+
+
+def hinted(server: McpServer, listing: Mapping[str, mcp_types.Tool]) -> dict[str, str]:
+    """``{tether name: hint}`` for the tools of a listing that run without approval only because
+    the server's annotations say they are safe (see :func:`~tether.mcp.contract`)."""
+    names = tether_names(server.tool_prefix, [n for n in listing if server.wants(n)])
+    out = {}
+    for mcp, name in names.items():
+        spec = listing[mcp]
+        hints = spec.annotations.model_dump(by_alias=True, exclude_none=True) if spec.annotations else None
+        if why := ungated_by(server, mcp, hints):
+            out[name] = why
+    return out
 
 
 def tether_names(prefix: str, tools: Iterable[str]) -> dict[str, str]:
@@ -76,7 +95,7 @@ def _clean(prefix: str, tool: str) -> str:
 def _tool(server: McpServer, spec: mcp_types.Tool, name: str, digest: str, run: Runner) -> Tool:
     hints = spec.annotations.model_dump(by_alias=True, exclude_none=True) if spec.annotations else None
     effect, approval, timeout = contract(server, spec.name, hints)
-    binding = Binding(server.name, spec.name, digest, effect)
+    binding = Binding(server.name, spec.name, digest, effect, gated=approval is not False)
     schema = {k: v for k, v in spec.input_schema.items() if k != "$schema"}
     description = spec.description or spec.title or ""
 

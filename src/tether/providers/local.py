@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import importlib
 import json
 import os
@@ -37,7 +38,7 @@ from ..exceptions import ProviderError, UserError, install_hint
 from ..messages import Message, Usage
 from ..tools import Tool
 from ._weights import gguf_path
-from .constrained import Completion, Turn, completion_of, drive, drive_stream, turn
+from .constrained import Completion, Turn, drive, drive_stream, turn
 
 # How each known model takes the protocol's decision, by the numbers (docs/local_model.md):
 # both decide first whether a tool fits; the 1.5B then confirms the tool it named (it
@@ -139,31 +140,57 @@ class LocalModel:
         return data
 
     async def _complete(self, body: dict[str, Any]) -> Completion:
-        return completion_of(await asyncio.to_thread(self.complete_sync, body))
+        """One whole completion, streamed underneath so that a cancelled run stops the model between tokens."""
+        async for piece in self._stream_one(body):
+            if isinstance(piece, Completion):
+                return piece
+        raise ProviderError("the local model ended its reply without a completion")
 
     async def _stream_one(self, body: dict[str, Any]) -> AsyncIterator[str | Completion]:
-        """Text pieces as the model writes them, then the whole :class:`Completion`."""
+        """Text pieces as the model writes them, then the whole :class:`Completion`.
+
+        Generation runs in a thread; when the consumer stops early (Ctrl-C, a cancelled run) the
+        thread is told to stop, and the binding stops at the next token (its callback returns True),
+        so no thread keeps the process busy for the rest of a long reply.
+        """
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[dict[str, Any] | BaseException | None] = asyncio.Queue()
+        stop = threading.Event()
 
-        def on_chunk(chunk: Any) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, chunk)
+        ended = asyncio.Event()
+
+        def post(item: dict[str, Any] | BaseException | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits for it any more
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def on_chunk(chunk: Any) -> bool:
+            if stop.is_set():
+                return True  # the binding stops generating
+            post(chunk)
+            return False
 
         def work() -> None:
             try:
                 server = self.load()
                 request = {**self.sampling, **body, "stream": True, "stream_options": {"include_usage": True}}
                 server.handle_chat_completions(request, on_chunk)
-                loop.call_soon_threadsafe(queue.put_nowait, None)
+                post(None)
             except BaseException as exc:  # handed to the event loop, re-raised there
-                loop.call_soon_threadsafe(queue.put_nowait, exc)
+                post(exc)
+            finally:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(ended.set)
 
-        worker = asyncio.ensure_future(asyncio.to_thread(work))
+        # A daemon thread: one still reading a long prompt (no token yet, so no chance to stop it)
+        # must not keep a process that was told to stop from exiting.
+        threading.Thread(target=work, name="tether-local-model", daemon=True).start()
         try:
             async for item in _drain(queue):
                 yield item
         finally:
-            await worker
+            stop.set()
+            with contextlib.suppress(TimeoutError):  # stopped at its next token, or left to finish alone
+                await asyncio.wait_for(asyncio.shield(ended.wait()), 1.0)
 
     def __repr__(self) -> str:
         extra = f", threads={self.threads}" if self.threads != 1 else ""

@@ -64,6 +64,8 @@ class SafeJSON(JSONResponse):
 def error_response(exc: ApiError) -> JSONResponse:
     """The one shape of every refusal."""
     body: dict[str, Any] = {"error": {"code": exc.code, "message": exc.message}}
+    if exc.status < 300:  # accepted but not done (one approval of several): the script shows it as a notice
+        body["notice"] = exc.message
     if exc.run is not None:
         body["run"] = run_json(exc.run)
     return SafeJSON(body, status_code=exc.status, headers={"cache-control": "no-store"})
@@ -165,7 +167,10 @@ async def start_run(request: Request) -> Response:
     key = request.headers.get("idempotency-key")
     if key is not None and not 1 <= len(key) <= 200:
         raise ApiError(422, "invalid-key", "Idempotency-Key must be 1 to 200 characters")
-    view, new = await server(request).service.start(body.agent, body.input, run_id=body.run_id, key=key, meta=body.meta)
+    service = server(request).service
+    view, new = await service.start(
+        body.agent, body.input, run_id=body.run_id, key=key, meta=body.meta, inputs=body.inputs
+    )
     where = f"{request.scope.get('root_path', '')}/api/runs/{quote(view.run_id, safe='')}"
     return reply(run_json(view), 201 if new else 200, {"location": where})
 
@@ -226,8 +231,9 @@ async def stream_changes(request: Request) -> Response:
 
 @guarded
 async def list_items(request: Request) -> Response:
+    who = request.scope["tether.who"]  # a person sees what they may decide; a program with the token, all
     limit, offset = int_query(request, "limit", 50, 1, 500), int_query(request, "offset", 0, 0, 1_000_000)
-    items = await server(request).service.waiting()
+    items = await server(request).service.waiting(who)
     more = offset + limit if len(items) > offset + limit else None
     return reply({"items": [item_json(i) for i in items[offset : offset + limit]], "next_offset": more})
 
@@ -240,7 +246,7 @@ def _decide(verdict: Verdict) -> Endpoint:
         payload = body.model_dump(exclude={"args_hash", "by"})  # the one field the verdict takes, if any
         choice = chosen(verdict, p["call_id"], args_hash=body.args_hash, **payload)
         who = request.scope["tether.who"]
-        view = await server(request).service.decide(p["run_id"], choice, by=who.reviewer(body.by))
+        view = await server(request).service.decide(p["run_id"], choice, by=who.reviewer(body.by), who=who)
         return reply({"run": run_json(view)})
 
     decide.__name__ = f"{verdict}_item"

@@ -53,6 +53,9 @@ class StartRun(_Body):
         max_length=50,
         description=f"Labels kept with the run (not {' or '.join(sorted(RESERVED_LABELS))}: tether sets those).",
     )
+    inputs: dict[str, Any] = Field(
+        default_factory=dict, description="JSON the server's deps factory makes the run's dependencies from."
+    )
 
     @field_validator("meta")
     @classmethod

@@ -71,6 +71,14 @@ class Notifier:
         except asyncio.QueueFull:
             log.warning("webhook queue full: the notice for run %r was dropped", view.run_id)
 
+    def send(self, data: dict[str, Any]) -> None:
+        """Queue any other message (an escalated item, for example), signed and retried alike."""
+        body = json.dumps({**data, "inbox": self.base_url + "/"}, ensure_ascii=False, sort_keys=True).encode()
+        try:
+            self._queue.put_nowait(body)
+        except asyncio.QueueFull:
+            log.warning("webhook queue full: a %s notice was dropped", data.get("event"))
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._deliver_forever())
 

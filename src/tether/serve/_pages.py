@@ -1,8 +1,8 @@
 """The web inbox: pages a person uses to see what waits for them and decide.
 
 ``/`` lists every waiting item, newest first; ``/runs`` the runs; ``/runs/{id}``
-one run with its story and a live event log; ``/login`` exchanges the token
-for a session cookie. Decisions are plain HTML forms (``POST /decide``, with
+one run with its story and a live event log (``/login`` and ``/audit``
+live in :mod:`._login`). Decisions are plain HTML forms (``POST /decide``, with
 the session's CSRF token and the hash of the arguments shown), so the inbox
 works without JavaScript; the script (``/static/inbox.js``) sends the same
 forms in the background, keeps the page live over SSE, checks edited JSON
@@ -25,13 +25,12 @@ from ._api import error_response, parse_json, read_bytes, reply
 from ._cards import card
 from ._forms import edited_args
 from ._html import ASKER, clock, h, hidden, page, run_id_html, run_link, status_badge, story, when
-from ._secrets import same_secret
-from ._security import csrf_ok, route_path, session_cookie
+from ._security import csrf_ok, route_path
 from ._service import ApiError, chosen
 from ._state import served as server
 from ._views import RunView, summary_json
 
-__all__ = ["decide", "fragment", "inbox", "login", "login_form", "logout", "run_page", "runs_page", "static"]
+__all__ = ["decide", "fragment", "inbox", "run_page", "runs_page", "static"]
 
 STATIC = Path(__file__).parent / "static"
 NOTICES = {
@@ -58,9 +57,9 @@ def html(text: str, status: int = 200) -> HTMLResponse:
 
 async def frame(request: Request, title: str, body: str, *, nav: str = "", kind: str = "") -> HTMLResponse:
     person = who(request)
-    if person is None or person.kind != "session":
+    if person is None or person.kind not in ("session", "proxy"):
         return html(page(title, body, root=root(request), kind=kind))
-    count = len(await server(request).service.waiting())
+    count = len(await server(request).service.waiting(person))
     return html(
         page(title, body, root=root(request), csrf=person.csrf, user=person.name, nav=nav, kind=kind, count=count)
     )
@@ -84,7 +83,7 @@ def _page_number(request: Request) -> int:
 
 async def inbox(request: Request) -> Response:
     srv = server(request)
-    items = await srv.service.waiting()
+    items = await srv.service.waiting(who(request))  # only what this person may decide
     number = _page_number(request)
     shown = items[(number - 1) * PAGE : number * PAGE]
     cards, told = [], set()
@@ -139,7 +138,8 @@ async def fragment(request: Request) -> Response:
     if run is None:
         return html("")
     back = _safe_back(request.query_params.get("back", "/"))
-    waiting = run.waiting[:PAGE]  # a live update adds at most a page
+    mine = server(request).people.visible(who(request), run.waiting, {run.run_id: run})
+    waiting = mine[:PAGE]  # a live update adds at most a page
     return html("".join(_card(request, i, run, back=back, with_story=n == 0) for n, i in enumerate(waiting)))
 
 
@@ -206,7 +206,8 @@ async def run_page(request: Request) -> Response:
 
 def run_body(request: Request, run: RunView) -> str:
     back = f"/runs/{quote(run.run_id, safe='')}"
-    cards = "".join(_card(request, i, run, back=back, run_page=True) for i in run.waiting)
+    mine = server(request).people.visible(who(request), run.waiting, {run.run_id: run})  # what this person decides
+    cards = "".join(_card(request, i, run, back=back, run_page=True) for i in mine)
     answer = (
         f'<section class="answer"><h2>Answer</h2><p>{h(run.output)}</p></section>' if run.output is not None else ""
     )
@@ -271,7 +272,8 @@ async def decide(request: Request) -> Response:
         verdict = form.get("verdict", "")
         payload = {"args": _edited(form), "message": form.get("message", ""), "answer": _answer(form)}
         choice = chosen(verdict, form.get("call_id", ""), args_hash=form.get("args_hash", ""), **payload)
-        run = await server(request).service.decide(form.get("run_id", ""), choice, by=who(request).reviewer())
+        person = who(request)
+        run = await server(request).service.decide(form.get("run_id", ""), choice, by=person.reviewer(), who=person)
     except ApiError as exc:
         return error_response(exc) if _wants_json(request) else await _error_page(request, exc)
     if _wants_json(request):
@@ -315,8 +317,9 @@ def _answer(form: dict[str, str]) -> Any:
 
 
 async def _error_page(request: Request, exc: ApiError) -> Response:
+    head, cls = ("Recorded", "flash") if exc.status < 300 else ("That did not go through", "note error")  # 202: 1 of N
     body = (
-        f'<div class="head"><h1>That did not go through</h1></div><p class="note error">{h(exc.message)}</p>'
+        f'<div class="head"><h1>{head}</h1></div><p class="{cls}">{h(exc.message)}</p>'
         f'<p><a class="button" href="{h(root(request))}/">Back to the inbox</a></p>'
     )
     response = await frame(request, "Not done", body)
@@ -334,57 +337,6 @@ async def cancel(request: Request) -> Response:
     except ApiError as exc:
         return error_response(exc) if _wants_json(request) else await _error_page(request, exc)
     return RedirectResponse(f"{root(request)}/runs/{quote(run_id, safe='')}?notice=cancel", status_code=303)
-
-
-# -- logging in --------------------------------------------------------------------------
-
-
-def _login_page(request: Request, problem: str = "", status: int = 200) -> Response:
-    nxt = _safe_back(request.query_params.get("next", "/"))
-    body = (
-        '<div class="login"><h1><span class="mark" aria-hidden="true"></span>tether</h1>'
-        "<p>Sign in to see what your agents are waiting for.</p>"
-        + (f'<p class="note error" role="alert">{h(problem)}</p>' if problem else "")
-        + f'<form method="post" action="{h(root(request))}/login">{hidden("next", nxt)}'
-        '<label>Your name <small>(recorded with each decision)</small><input name="name" required maxlength="60" '
-        'autocomplete="username" autofocus></label>'
-        '<label>Access token<input name="token" type="password" required autocomplete="current-password"></label>'
-        '<button class="primary" type="submit">Sign in</button></form>'
-        f'<p class="hint">The token is in <code>{h(server(request).token_hint)}</code>.</p></div>'
-    )
-    response = html(page("Sign in", body, root=root(request), kind="login"), status)
-    return response
-
-
-async def login_form(request: Request) -> Response:
-    return _login_page(request)
-
-
-async def login(request: Request) -> Response:
-    srv = server(request)
-    form = await _form(request)
-    name = " ".join(form.get("name", "").split())[:60]
-    if not same_secret(form.get("token", "").strip(), srv.token):
-        srv.throttle.failed((request.scope.get("client") or ("?", 0))[0])
-        return _login_page(request, "That token is not right.", 401)
-    if not name:
-        return _login_page(request, "Say who you are: your name is recorded with each decision.", 422)
-    back = _safe_back(form.get("next", "/"))
-    response = RedirectResponse(f"{root(request)}{back}", status_code=303)
-    secure = request.url.scheme == "https"
-    response.headers.append(
-        "set-cookie", session_cookie(srv.sessions.issue(name), path=root(request) or "/", secure=secure)
-    )
-    return response
-
-
-async def logout(request: Request) -> Response:
-    form = await _form(request)
-    if not csrf_ok(who(request), form.get("csrf", "")):
-        return await _error_page(request, ApiError(403, "csrf", "this form is stale: reload the page"))
-    response = RedirectResponse(f"{root(request)}/login", status_code=303)
-    response.headers.append("set-cookie", session_cookie("", path=root(request) or "/", secure=False, max_age=None))
-    return response
 
 
 async def static(request: Request) -> Response:

@@ -7,41 +7,58 @@ In order, :class:`Guard`:
 2. refuses a state-changing request whose ``Origin`` is not the server itself,
    or that the browser calls cross-site (403, ``cross-origin``); a client with
    no ``Origin`` (curl, the CLI, a program) is not a browser and passes;
-3. finds who is asking: ``Authorization: Bearer <token>`` (compared in
-   constant time), or the session cookie the login form hands out (HttpOnly,
-   SameSite=Strict, signed with a key derived from the token, 12 hours);
+3. finds who is asking: the trusted proxy's header (``X-Forwarded-User``,
+   accepted only from the configured proxy addresses and refused, 403, from
+   anywhere else), ``Authorization: Bearer <token>`` (the server's token or a
+   person's own, compared in constant time), or the session cookie the login
+   form hands out (a random id of a server-side session: HttpOnly,
+   SameSite=Strict, ``__Host-`` and Secure over https, forgotten at sign-out;
+   two values of it, one planted by another page of this host, count as none);
 4. refuses everything but the login page and the static files without one
    (401 for the API, a redirect to the login page for pages); more than
-   ``max_failures`` wrong tokens a minute from one client get 429 for a minute;
+   ``max_failures`` wrong tokens a minute from one client get 429 for a minute,
+   while the right token still passes;
 5. requires the session's CSRF token (``X-CSRF-Token``) on every
-   state-changing API call made with the cookie (pages check their forms'
-   hidden field the same way);
+   state-changing API call made with the cookie or the proxy's header (pages
+   check their forms' hidden field the same way);
 6. adds to every response a strict Content-Security-Policy (no inline script
    or style, nothing from elsewhere), ``X-Frame-Options: DENY`` and friends.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-import json
 import re
 import secrets
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from urllib.parse import quote, urlsplit
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ._people import Accounts
+from ._rules import Rules
 from ._secrets import same_secret
 
-__all__ = ["COOKIE", "Guard", "Sessions", "Throttle", "Who", "route_path", "with_headers"]
+__all__ = [
+    "COOKIE",
+    "Guard",
+    "Sessions",
+    "Throttle",
+    "Who",
+    "cookie_name",
+    "route_path",
+    "session_cookie",
+    "session_cookies",
+    "session_id",
+    "with_headers",
+]
 
 COOKIE = "tether_session"
 SAFE = frozenset(("GET", "HEAD", "OPTIONS"))
@@ -62,52 +79,86 @@ HEADERS = [
 
 @dataclass(frozen=True, slots=True)
 class Who:
-    """Who is asking: a program with the token, or a person logged in through the form."""
+    """Who is asking: a program with the server's token, a signed-in person, or an authenticated person.
 
-    kind: Literal["token", "session"]
+    ``person`` is True when the name was proven (an account's password or
+    personal token, or the trusted proxy's header): the rules apply to it and
+    its decisions are signed ``user:<name>`` or ``proxy:<name>``. In the
+    one-person mode (the server's token only) the name is what the person
+    typed at sign-in: ``web:<name>``.
+    """
+
+    kind: Literal["token", "session", "user", "proxy", "rule"]
     name: str
     csrf: str = ""
+    person: bool = False
 
     def reviewer(self, given: str | None = None) -> str:
-        """How the decisions of this caller are signed: ``web:<name>``, or ``api[:<given>]``."""
+        """How the decisions of this caller are signed (``given``: a name a program says it acts for)."""
+        if self.person:
+            return f"{'proxy' if self.kind == 'proxy' else 'user'}:{self.name}"
         if self.kind == "session":
             return f"web:{self.name}"
+        if self.kind == "rule":
+            return self.name
         return f"api:{given}" if given else "api"
 
 
+@dataclass(slots=True)
+class _Session:
+    who: Who
+    issued: float
+    stamp: str  # the account's password stamp at sign-in: a reset or a removal ends the session
+
+
 class Sessions:
-    """Signed session cookies and their CSRF tokens; changing the token ends every session."""
+    """Server-side sessions: the cookie holds a random id; signing out or expiry forgets it at once.
+
+    >>> sessions = Sessions(ttl=3600)
+    >>> sid = sessions.issue("ana", person=False)
+    >>> sessions.read(sid).name, sessions.read("forged")
+    ('ana', None)
+    >>> sessions.revoke(sid); sessions.read(sid) is None
+    True
+    """
 
     TTL = 12 * 3600
 
-    def __init__(self, token: str) -> None:
-        self.key = hmac.new(token.encode(), b"tether serve sessions", hashlib.sha256).digest()
+    def __init__(self, ttl: float | None = None, stamp: Callable[[str], str] | None = None) -> None:
+        self.ttl = float(ttl if ttl is not None else self.TTL)
+        self._stamp = stamp
+        self._live: dict[str, _Session] = {}
 
-    def issue(self, name: str) -> str:
-        """A new cookie value for a person called ``name``."""
-        payload = _b64(json.dumps({"n": name, "t": time.time(), "s": secrets.token_hex(16)}).encode())
-        return f"{payload}.{self._mac(payload)}"
+    def issue(self, name: str, *, person: bool) -> str:
+        """A new session for ``name``; the value to put in the cookie."""
+        self._sweep()
+        sid = secrets.token_urlsafe(32)
+        who = Who("session", name, secrets.token_hex(16), person)
+        self._live[sid] = _Session(who, time.time(), self._stamp(name) if person and self._stamp else "")
+        return sid
 
-    def read(self, cookie: str) -> Who | None:
-        """The person a cookie value names, if it is ours and fresh."""
-        payload, _, mac = cookie.partition(".")
-        if not mac or not hmac.compare_digest(mac, self._mac(payload)):
+    def read(self, sid: str) -> Who | None:
+        """The person a cookie value names, if that session is live."""
+        session = self._live.get(sid)
+        if session is None:
             return None
-        try:
-            data = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-            name, issued, sid = str(data["n"]), float(data["t"]), str(data["s"])
-        except (ValueError, KeyError, TypeError):
+        stale = session.who.person and self._stamp is not None and self._stamp(session.who.name) != session.stamp
+        if time.time() - session.issued > self.ttl or stale:
+            self._live.pop(sid, None)
             return None
-        if time.time() - issued > self.TTL:
-            return None
-        return Who("session", name, self._mac("csrf:" + sid)[:32])
+        return session.who
 
-    def _mac(self, text: str) -> str:
-        return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()
+    def revoke(self, sid: str) -> None:
+        self._live.pop(sid, None)
+
+    def _sweep(self) -> None:
+        if len(self._live) > 1000:
+            now = time.time()
+            self._live = {k: s for k, s in self._live.items() if now - s.issued <= self.ttl}
 
 
 class Throttle:
-    """Counts wrong tokens per client; over ``limit`` a minute, that client is refused for a minute."""
+    """Counts wrong secrets per key (a client, or a client and a user name); over ``limit`` a minute, refused."""
 
     def __init__(self, limit: int = 10, window: float = 60.0) -> None:
         self.limit, self.window = limit, window
@@ -135,14 +186,31 @@ def route_path(scope: Scope) -> str:
     return path[len(root) :] if root and path.startswith(root) else path
 
 
+class People(Protocol):
+    """What the guard needs to know of the people (:class:`tether.serve._judge.People`)."""
+
+    rules: Rules
+    accounts: Accounts
+
+    def proxy_csrf(self, name: str) -> str: ...
+
+
 class Guard:
     """The ASGI middleware of the module docstring."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str, hosts: Iterable[str], sessions: Sessions, throttle: Throttle
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        hosts: Iterable[str],
+        sessions: Sessions,
+        throttle: Throttle,
+        people: People | None = None,
     ) -> None:
         self.app, self.token, self.sessions, self.throttle = app, token, sessions, throttle
         self.hosts = frozenset(h.lower() for h in hosts)
+        self.people = people
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -163,6 +231,7 @@ class Guard:
         method, path = scope["method"], route_path(scope)
         if method not in SAFE and _cross_site(headers, host):
             return _refuse(403, "cross-origin", "a page from another origin may not change anything here")
+        scope["tether.secure"] = self._secure(scope, headers)
         who, refusal = self._who(scope, headers)
         if refusal is not None:
             return refusal
@@ -171,28 +240,75 @@ class Guard:
             return None
         if who is None:
             return _unauthenticated(scope, path)
-        cookie_write = who.kind == "session" and method not in SAFE and path.startswith("/api/")
-        if cookie_write and not hmac.compare_digest(headers.get("x-csrf-token", ""), who.csrf):
+        ambient = who.kind in ("session", "proxy")  # the browser sends it by itself: a form or script must prove it
+        proven = hmac.compare_digest(headers.get("x-csrf-token", ""), who.csrf)
+        if ambient and method not in SAFE and path.startswith("/api/") and not proven:
             return _refuse(403, "csrf", "the X-CSRF-Token header is missing or wrong for this session")
         return None
 
+    def _client(self, scope: Scope) -> str:
+        return str((scope.get("client") or ("?", 0))[0])
+
+    def _secure(self, scope: Scope, headers: Headers) -> bool:
+        """Whether the browser reached us over https: directly, or through the trusted proxy that says so."""
+        if scope.get("scheme") == "https":
+            return True
+        proxied = self.people is not None and self.people.rules.trusted_proxy(self._client(scope))
+        return proxied and headers.get("x-forwarded-proto", "").lower() == "https"
+
     def _who(self, scope: Scope, headers: Headers) -> tuple[Who | None, Response | None]:
+        client = self._client(scope)
+        if self.people is not None and (proxied := self._proxied(client, headers)) != "absent":
+            return (proxied, None) if isinstance(proxied, Who) else (None, proxied)
         auth = headers.get("authorization")
-        client = (scope.get("client") or ("?", 0))[0]
-        if auth is None and route_path(scope) == "/login" and scope["method"] == "POST":
-            auth = ""  # a login attempt presents a token too (checked by the page)
-        if auth is not None and (wait := self.throttle.retry_after(client)):
-            response = _refuse(429, "throttled", "too many wrong tokens from this client; wait and try again")
-            response.headers["retry-after"] = str(int(wait) + 1)
-            return None, response
         if auth:
             scheme, _, given = auth.partition(" ")
-            if scheme.lower() == "bearer" and same_secret(given.strip(), self.token):
-                return Who("token", "api"), None
+            given = given.strip()
+            if scheme.lower() == "bearer" and same_secret(given, self.token):
+                return Who("token", "api"), None  # the right token is never throttled out by someone's wrong ones
+            owner = self.people.accounts.owner_of(given) if self.people is not None and given else None
+            if scheme.lower() == "bearer" and owner is not None:
+                return Who("user", owner, person=True), None
+            if wait := self.throttle.retry_after(client):
+                response = _refuse(429, "throttled", "too many wrong tokens from this client; wait and try again")
+                response.headers["retry-after"] = str(int(wait) + 1)
+                return None, response
             self.throttle.failed(client)
             return None, _refuse(401, "unauthorized", "the token is wrong", bearer=True)
-        cookie = _cookie(headers.get("cookie", ""), COOKIE)
-        return (self.sessions.read(cookie) if cookie else None), None
+        sid = session_id(scope)
+        return (self.sessions.read(sid) if sid else None), None
+
+    def _proxied(self, client: str, headers: Headers) -> Who | Response | Literal["absent"]:
+        """The person the trusted proxy names; a refusal when the header comes from anywhere else."""
+        assert self.people is not None
+        rules = self.people.rules
+        if not (rules.proxy_header or rules.proxy_email_header):
+            return "absent"
+        named = [headers.get(h) for h in (rules.proxy_header, rules.proxy_email_header) if h]
+        if all(n is None for n in named):
+            return "absent"
+        if not rules.trusted_proxy(client):
+            return _refuse(
+                403,
+                "untrusted-proxy",
+                "the proxy's identity header counts only from the configured proxy addresses",
+            )
+        name = next((n.strip() for n in named if n and n.strip()), "")
+        if not name or len(name) > 200:
+            return _refuse(401, "unauthorized", "the proxy sent an empty or overlong identity header")
+        return Who("proxy", name, self.people.proxy_csrf(name), person=True)
+
+
+def cookie_prefix(scope: Scope) -> str:
+    """``__Host-tether_session`` over https at the root (Secure, host-only, Path=/), else ``tether_session``."""
+    if not scope.get("tether.secure"):
+        return COOKIE
+    return f"__Host-{COOKIE}" if not scope.get("root_path") else f"__Secure-{COOKIE}"
+
+
+def cookie_name(scope: Scope, sid: str) -> str:
+    """A session's cookie is named after its id: a planted id under another session's name is refused."""
+    return f"{cookie_prefix(scope)}_{hashlib.sha256(sid.encode()).hexdigest()[:12]}"
 
 
 # A Host header as browsers send it: a name or an IPv4 address, or an IPv6 address in brackets, and maybe a port.
@@ -246,27 +362,44 @@ def _with_headers(send: Send) -> Send:
     return secured
 
 
-def _cookie(header: str, name: str) -> str:
-    for part in header.split(";"):
+def session_cookies(scope: Scope) -> list[tuple[str, str]]:
+    """Every session cookie the browser sent, as (name, value)."""
+    prefix = cookie_prefix(scope) + "_"
+    found = []
+    for part in Headers(scope=scope).get("cookie", "").split(";"):
         key, _, value = part.strip().partition("=")
-        if key == name:
-            return value
-    return ""
+        if key.startswith(prefix):
+            found.append((key, value))
+    return found
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+def session_cookie(scope: Scope, sid: str, *, max_age: float, name: str = "") -> str:
+    """The ``Set-Cookie`` value of a session: HttpOnly, SameSite=Strict, on the app's path, Secure over https.
 
-
-def session_cookie(value: str, *, path: str, secure: bool, max_age: int | None = Sessions.TTL) -> str:
-    """The ``Set-Cookie`` value of a session: HttpOnly, SameSite=Strict, on the app's path."""
-    parts = [f"{COOKIE}={value}", f"Path={path or '/'}", "HttpOnly", "SameSite=Strict"]
-    parts.append(f"Max-Age={max_age}" if max_age is not None else "Max-Age=0")
-    if secure:
+    With ``name`` (and ``max_age=0``): the header that deletes that cookie.
+    """
+    path = str(scope.get("root_path") or "/")
+    parts = [f"{name or cookie_name(scope, sid)}={sid}", f"Path={path}", "HttpOnly", "SameSite=Strict"]
+    parts.append(f"Max-Age={int(max_age)}")
+    if scope.get("tether.secure"):
         parts.append("Secure")
     return "; ".join(parts)
 
 
+def session_id(scope: Scope) -> str:
+    """The session id the request's cookie carries.
+
+    '' when there is none, when there are two (another page of this host,
+    another port included, planted one: then nobody is signed in), or when
+    the cookie's name is not its value's (a planted id under this session's name).
+    """
+    cookies = session_cookies(scope)
+    if len(cookies) != 1:
+        return ""
+    name, sid = cookies[0]
+    return sid if hmac.compare_digest(name, cookie_name(scope, sid)) else ""
+
+
 def csrf_ok(who: Any, given: str) -> bool:
-    """Whether a form's CSRF field matches the session's token."""
-    return isinstance(who, Who) and who.kind == "session" and hmac.compare_digest(given, who.csrf)
+    """Whether a form's CSRF field matches the session's (or the proxied person's) token."""
+    return isinstance(who, Who) and who.kind in ("session", "proxy") and hmac.compare_digest(given, who.csrf)

@@ -9,6 +9,7 @@ app, run :meth:`Server.running` in your app's lifespan.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import logging
@@ -25,16 +26,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..agent import Agent
-from ..dispatch import Dispatcher
+from ..dispatch import DepsFactory, Dispatcher, refuse_missing
 from ..exceptions import UserError
 from ..store import RunStore
 from . import _pages as pages
 from ._api import OPERATIONS, reply
 from ._hub import Hub
+from ._judge import People
+from ._login import audit_lines, audit_page, login, login_form, logout
 from ._notify import Notifier
 from ._openapi import document
+from ._rules import Rules, load_rules
 from ._secrets import NOTIFY_ENV, TOKEN_ENV, home_of, is_loopback, secret_file, server_key, server_token
-from ._security import Guard, Sessions, Throttle, route_path, with_headers
+from ._security import Guard, Throttle, Who, route_path, with_headers
 from ._service import Service
 from ._views import Views
 from ._workers import ServedStore, Workers
@@ -68,12 +72,17 @@ class Server:
         sweep_every: float = 5.0,
         env: Mapping[str, str] | None = None,
         dispatcher: Dispatcher | None = None,
+        rules: str | Path | None = None,
+        deps: DepsFactory | None = None,
         asker: str = "the customer",
     ) -> None:
         env = os.environ if env is None else env
         if workers == 0 and dispatcher is None:
             raise UserError("workers=0 needs a dispatcher: the engine that hands runs to tether worker processes")
+        if deps is not None and not callable(deps):
+            raise UserError(f"deps must be a callable make_deps(run_id, agent, inputs), got {deps!r}")
         given = _by_name(agents)
+        refuse_missing(given, deps)  # an agent that needs deps is refused now, not run by run
         self.store_url, inner, self._owns_store = _store(store, given)
         self.home = home_of(self.store_url)
         self.key = _key(given, self.store_url, env)
@@ -104,10 +113,14 @@ class Server:
             interrupted=self.home / "serve.interrupted.json",
             sweep_every=sweep_every,
             dispatcher=dispatcher,
+            deps=deps,
         )
-        self.service = Service(self.agents, self.store, self.views, self.workers, self.key)
-        self.sessions = Sessions(self.token)
+        self.service = Service(self.agents, self.store, self.views, self.workers, self.key, deps)
+        self.people = People(self.home, load_rules(rules) if rules else Rules(), self.key)  # who may decide what
+        self.service.judge = self.people
+        self.sessions = self.people.sessions
         self.throttle = Throttle(max_auth_failures)
+        self.sweep_every = sweep_every
         self.app = self._app()
 
     def _appended(self, run_id: str, events: Sequence[Any]) -> None:
@@ -119,14 +132,31 @@ class Server:
         await self.workers.start()
         if self.notifier is not None:
             self.notifier.start()
+        expiry = asyncio.create_task(self._expire_forever())
         try:
             yield self
         finally:
+            expiry.cancel()
             await self.workers.stop()
             if self.notifier is not None:
                 await self.notifier.stop()
             if self._owns_store:
                 await self.store.aclose()
+
+    async def _expire_forever(self) -> None:
+        """Escalate or deny the items waiting past their rule's time (see :mod:`._judge`)."""
+        if not any(r.expire_after for r in self.people.rules.rules) and not self.people.rules.default.expire_after:
+            return
+        notify = self.notifier.send if self.notifier is not None else None
+        while True:
+            await asyncio.sleep(min(self.sweep_every, 5.0))
+            try:
+                await self.people.sweep(self.service.waiting, self.views.get, self._deny, notify)
+            except Exception:
+                log.exception("the expiry sweep failed; it runs again shortly")
+
+    async def _deny(self, run_id: str, choice: Any, by: str) -> None:
+        await self.service.decide(run_id, choice, by=by, who=Who("rule", by))
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -147,12 +177,21 @@ class Server:
             Route("/fragments/items/{run_id}", pages.fragment, methods=["GET"]),
             Route("/fragments/runs/{run_id}", pages.run_fragment, methods=["GET"]),
             Route("/decide", pages.decide, methods=["POST"]),
-            Route("/login", pages.login_form, methods=["GET"]),
-            Route("/login", pages.login, methods=["POST"]),
-            Route("/logout", pages.logout, methods=["POST"]),
+            Route("/login", login_form, methods=["GET"]),
+            Route("/login", login, methods=["POST"]),
+            Route("/logout", logout, methods=["POST"]),
+            Route("/audit", audit_page, methods=["GET"]),
+            Route("/api/audit", audit_lines, methods=["GET"]),
             Route("/static/{name}", pages.static, methods=["GET"]),
         ]
-        guard = Middleware(Guard, token=self.token, hosts=self.hosts, sessions=self.sessions, throttle=self.throttle)
+        guard = Middleware(
+            Guard,
+            token=self.token,
+            hosts=self.hosts,
+            sessions=self.sessions,
+            throttle=self.throttle,
+            people=self.people,
+        )
         handlers: Any = {HTTPException: _http_error, Exception: _internal_error}
         app = Starlette(routes=routes, middleware=[guard], exception_handlers=handlers, lifespan=self._lifespan)
         app.state.server = self

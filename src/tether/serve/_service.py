@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from ..agent import Agent
+from ..dispatch import INPUTS_LABEL, DepsFactory, inputs_label
 from ..events import Cancelled, RunStarted
 from ..exceptions import LeaseConflict, StateError
 from ..messages import Message
@@ -53,13 +55,29 @@ def chosen(verdict: str, item: str, **payload: Any) -> Choice:
         raise ApiError(422, "invalid-body", str(exc)) from None
 
 
+class Judge(Protocol):
+    """Who may decide (the people and rules of :mod:`tether.serve._judge`)."""
+
+    def admit(self, run: RunView, item: ItemView, choice: Choice, who: Any, by: str) -> str: ...
+    def decided(self, run: RunView, item: ItemView, choice: Choice, by: str) -> None: ...
+    def visible(self, who: Any, items: list[ItemView], runs: dict[str, RunView]) -> list[ItemView]: ...
+
+
 class Service:
     """The server's operations over its store, agents and workers."""
 
     def __init__(
-        self, agents: Mapping[str, Agent], store: ServedStore, views: Views, workers: Workers, key: bytes
+        self,
+        agents: Mapping[str, Agent],
+        store: ServedStore,
+        views: Views,
+        workers: Workers,
+        key: bytes,
+        deps: DepsFactory | None = None,
     ) -> None:
         self.agents, self.store, self.views, self.workers, self.key = agents, store, views, workers, key
+        self.judge: Judge | None = None
+        self.deps = deps
 
     # -- runs --------------------------------------------------------------------
 
@@ -70,20 +88,45 @@ class Service:
         return view
 
     async def start(
-        self, agent_name: str, task: str, *, run_id: str | None, key: str | None, meta: dict[str, str]
+        self,
+        agent_name: str,
+        task: str,
+        *,
+        run_id: str | None,
+        key: str | None,
+        meta: dict[str, str],
+        inputs: dict[str, Any] | None = None,
     ) -> tuple[RunView, bool]:
-        """Start a run (or find the one this id or idempotency key already started); True if new."""
+        """Start a run (or find the one this id or idempotency key already started); True if new.
+
+        ``inputs`` (JSON) go to the deps factory, now and whenever a worker advances the run."""
         agent = self.agents.get(agent_name)
         if agent is None:
             raise ApiError(422, "no-such-agent", f"no agent {agent_name!r} is served here (see GET /api/agents)")
+        if INPUTS_LABEL in meta:
+            raise ApiError(422, "invalid-body", f"the label {INPUTS_LABEL!r} is reserved: pass inputs instead")
+        if inputs and self.deps is None:
+            raise ApiError(422, "invalid-body", "inputs go to a deps factory, and this server has none")
         run_id = run_id or (_keyed_id(key) if key else uuid.uuid4().hex)
-        started = _started(agent, run_id, task, meta)
+        meta = {**meta, **inputs_label(inputs)}
+        started = _started(agent, run_id, task, meta, await self._deps(agent, run_id, inputs or {}))
         try:
             await self.store.append(run_id, [started], expected_seq=0)
         except LeaseConflict:
             return await self._existing(run_id, started), False
         await self.workers.submit(run_id, agent.name)
         return await self.view(run_id), True
+
+    async def _deps(self, agent: Agent, run_id: str, inputs: dict[str, Any]) -> Any:
+        """The new run's deps, for its instructions (the factory's refusal is the caller's 422)."""
+        if self.deps is None:
+            return None
+        try:
+            made = self.deps(run_id, agent.name, inputs)
+            return await made if inspect.isawaitable(made) else made
+        except Exception as exc:  # the application's factory: whatever it raises refuses these inputs
+            said = f"the deps factory refused this run: {type(exc).__name__}: {exc}"
+            raise ApiError(422, "deps-refused", said) from None
 
     async def _existing(self, run_id: str, wanted: RunStarted) -> RunView:
         view = await self.view(run_id)
@@ -109,15 +152,20 @@ class Service:
         page = views[offset : offset + limit]
         return page, (offset + limit if len(views) > offset + limit else None)
 
-    async def waiting(self) -> list[ItemView]:
-        """Every item waiting for a person across runs, the newest first."""
+    async def waiting(self, who: Any = None) -> list[ItemView]:
+        """Every item waiting for a person across runs, the newest first (with ``who``: the ones they may decide)."""
         items: list[ItemView] = []
+        runs: dict[str, RunView] = {}
         for status in WAITING:
             for info in await self.store.list_runs(status, limit=100_000):
                 if "/" in info.run_id:
                     continue  # a child run: its items are listed with its root run
                 view = await self.views.get(info.run_id, info)
-                items.extend(view.waiting if view is not None else ())
+                if view is not None:
+                    runs[view.run_id] = view
+                    items.extend(view.waiting)
+        if who is not None and self.judge is not None:
+            items = self.judge.visible(who, items, runs)
         return sorted(items, key=lambda i: (i.since, i.run_id, i.call_id), reverse=True)
 
     async def cancel(self, run_id: str, *, reason: str, by: str) -> RunView:
@@ -136,20 +184,27 @@ class Service:
 
     # -- decisions ---------------------------------------------------------------
 
-    async def decide(self, run_id: str, choice: Choice, *, by: str) -> RunView:
-        """Record one person's choice on one open item (see the module docstring)."""
+    async def decide(self, run_id: str, choice: Choice, *, by: str, who: Any = None) -> RunView:
+        """Record one person's choice on one open item (see the module docstring).
+
+        With a judge, ``who`` must be allowed to decide the item, and the
+        decision is signed with the identity the judge gives (every approver's).
+        """
         for attempt in range(ATTEMPTS):
             view = await self.view(run_id)
             item = self._open_item(view, choice)
             self._check_values(view, item, choice)
+            signed = self.judge.admit(view, item, choice, who, by) if self.judge is not None else by
             try:
-                await record_decisions(self.store, run_id, choice, by=by, key=self.key)
+                await record_decisions(self.store, run_id, choice, by=signed, key=self.key)
             except LeaseConflict:
                 # The run moved (another item was decided), or its worker is still letting go of it.
                 await asyncio.sleep(0.02 * attempt)
                 continue
             except StateError as exc:
                 raise ApiError(409, "already-decided", str(exc), await self.view(run_id)) from None
+            if self.judge is not None:
+                self.judge.decided(view, item, choice, signed)
             return await self.view(run_id)
         raise ApiError(409, "busy", f"run {run_id!r} kept moving; try again", await self.view(run_id))
 
@@ -172,7 +227,7 @@ class Service:
             )
         if choice.verdict not in item.verdicts:
             raise ApiError(
-                422, "wrong-verdict", f"a {item.kind} item takes {' or '.join(item.verdicts)}, not {choice.verdict}"
+                422, "wrong-verdict", f"{_a(item.kind)} item takes {' or '.join(item.verdicts)}, not {choice.verdict}"
             )
         return item
 
@@ -190,7 +245,12 @@ class Service:
             else:
                 tool.validate(choice.args or {})
         except ArgumentsInvalid as exc:
-            raise ApiError(422, "invalid-arguments", str(exc)) from None
+            raise ApiError(422, "invalid-answer" if answers else "invalid-arguments", str(exc)) from None
+
+
+def _a(word: str) -> str:
+    """``word`` with its indefinite article: "an approval", "a question"."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
 
 def _keyed_id(key: str) -> str:
@@ -198,11 +258,19 @@ def _keyed_id(key: str) -> str:
     return "k" + hashlib.sha256(key.encode()).hexdigest()[:31]
 
 
-def _started(agent: Agent, run_id: str, task: str, meta: dict[str, str]) -> RunStarted:
+def _started(agent: Agent, run_id: str, task: str, meta: dict[str, str], deps: Any) -> RunStarted:
     """The first event of a new run of ``agent``, as the loop itself would write it."""
     said = agent.instructions
-    if callable(said):  # dynamic instructions: a served run has no deps
-        said = said(Invocation(run_id, "", "", None))
+    if callable(said):  # dynamic instructions: they read the run's deps
+        try:
+            said = said(Invocation(run_id, "", "", deps))
+        except Exception as exc:  # the application's code: say which part failed, not only its type
+            message = f"agent {agent.name!r}'s instructions failed: {type(exc).__name__}: {exc}"
+            raise ApiError(500, "instructions-failed", message) from None
     notes = [Message.system(said)] if said else []
     notes.append(Message.user(task))
-    return RunStarted(run_id, tuple(notes), False, agent.fingerprint, agent.name, dict(meta), at=time.time())
+    model = getattr(agent.policy, "model", "")
+    return RunStarted(
+        run_id, tuple(notes), False, agent.fingerprint, agent.name, dict(meta),
+        model if isinstance(model, str) else "", at=time.time(),
+    )  # fmt: skip

@@ -9,6 +9,7 @@ from starlette.requests import Request
 
 from ..agent import Agent
 from ._hub import Hub
+from ._judge import People
 from ._security import Sessions, Throttle
 from ._service import Service
 from ._workers import ServedStore
@@ -24,6 +25,7 @@ class Served(Protocol):
     hub: Hub
     service: Service
     sessions: Sessions
+    people: People
     throttle: Throttle
     token: str
     token_hint: str

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from ..agent import Agent
 from ..events import ApprovalDecided, ApprovalRequested, Event, Failed, Finished, Paused, QuestionAsked, RunStarted
 from ..journal import Journal
-from ..pending import CallStatus, Decision, PendingCall, verdicts_for
+from ..pending import CallStatus, Decision, PendingCall, item_path, verdicts_for
 from ..state import MAX_DEPTH, RunState, strict_json
 from ..store import RunInfo, RunStore, load_tree
 from ..tools import Tool
@@ -111,7 +111,7 @@ class RunView:
 
     def ever_called(self, call_id: str) -> bool:
         """Whether the run ever had a call with this id (decided, finished or open); a path names its first call."""
-        head = call_id.partition("/")[0]
+        head = item_path(call_id)[0]
         return any(head in (c.id for c in m.tool_calls) for m in _messages(self.events))
 
 

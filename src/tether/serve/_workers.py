@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..agent import Agent, RunResult
-from ..dispatch import Dispatcher, LocalPool
+from ..dispatch import DepsFactory, Dispatcher, LocalPool, record_stuck
 from ..events import Event
 from ..exceptions import LeaseConflict, StateError, StoreError
 from ..store import Lease, RunStore, StoreWrapper
@@ -70,11 +70,13 @@ class Workers:
         interrupted: Path | None = None,
         sweep_every: float = 5.0,
         dispatcher: Dispatcher | None = None,
+        deps: DepsFactory | None = None,
     ) -> None:
         self.agents, self.store, self.hub, self.views = agents, store, hub, views
         # Without in-process workers, runs go to an engine (tether worker processes advance them).
         self.remote = dispatcher
-        self.pool = LocalPool(agents, concurrency=concurrency, on_done=self._done) if dispatcher is None else None
+        pool = LocalPool(agents, concurrency=concurrency, on_done=self._done, deps=deps) if dispatcher is None else None
+        self.pool = pool
         self.on_waiting = on_waiting
         self.interrupted = interrupted
         self.sweep_every = sweep_every
@@ -170,9 +172,10 @@ class Workers:
     async def _done(self, run_id: str, outcome: RunResult | BaseException) -> None:
         self.active.discard(run_id)
         if isinstance(outcome, BaseException) and not isinstance(outcome, LeaseConflict | StateError):
-            info = await self.store.get(run_id)
-            self.refused[run_id] = info.seq if info else 0
             log.error("run %r could not be advanced: %s: %s", run_id, type(outcome).__name__, outcome)
+            if not await record_stuck(self.store, run_id, outcome):  # the run says why (failed), or
+                info = await self.store.get(run_id)  # it is left alone until it changes
+                self.refused[run_id] = info.seq if info else 0
         if run_id in self.again or isinstance(outcome, RunResult):
             self.again.discard(run_id)
             await self.consider(run_id)
@@ -183,7 +186,10 @@ class Workers:
         try:  # a store without a change feed reports nothing: the sweep alone finds what changed
             async for run_id in self.store.changes():
                 self.hub.changed(run_id)
-                await self.consider(run_id)
+                try:
+                    await self.consider(run_id)
+                except Exception as exc:  # the engine's queue is down (say): the next sweep looks again
+                    log.warning("could not look at run %r: %s", run_id, exc)
         except StoreError as exc:
             log.warning("the store stopped reporting changes (%s); sweeping every %.0f s", exc, self.sweep_every)
 
@@ -192,8 +198,8 @@ class Workers:
             await asyncio.sleep(self.sweep_every)
             try:
                 await self.sweep()
-            except StoreError as exc:
-                log.warning("sweep failed: %s", exc)
+            except Exception as exc:  # the store or the engine's queue went away: sweep again later
+                log.warning("sweep failed: %s: %s", type(exc).__name__, exc)
 
     async def sweep(self, *, quiet: bool = False) -> None:
         """Look at every run that may need a worker or a person."""

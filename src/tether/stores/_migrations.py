@@ -69,6 +69,35 @@ SQLITE_STEPS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN session_n INTEGER;
     CREATE UNIQUE INDEX runs_by_session ON runs (session, session_n) WHERE session IS NOT NULL;
     """,
+    # 4: long-term memory (tether.longterm): items by namespace, their earlier versions, the
+    # remember calls already served (by idempotency key), and a write counter per namespace
+    # that tells a process its cached vectors are stale.
+    """
+    CREATE TABLE memory_items (
+        id         TEXT PRIMARY KEY,
+        namespace  TEXT NOT NULL,
+        text       TEXT NOT NULL,
+        meta       TEXT NOT NULL,  -- JSON object
+        source     TEXT NOT NULL,
+        model      TEXT NOT NULL,  -- the embedder that made the vector
+        vector     BLOB NOT NULL,  -- float32, little-endian
+        version    INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX memory_by_namespace ON memory_items (namespace, model);
+    CREATE TABLE memory_history (
+        id         TEXT NOT NULL,
+        version    INTEGER NOT NULL,
+        text       TEXT NOT NULL,
+        meta       TEXT NOT NULL,
+        source     TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (id, version)
+    );
+    CREATE TABLE memory_keys (key TEXT PRIMARY KEY, id TEXT NOT NULL);
+    CREATE TABLE memory_writes (namespace TEXT PRIMARY KEY, n INTEGER NOT NULL);
+    """,
 )
 
 # ``{schema}`` is replaced by the quoted schema name.
@@ -111,6 +140,33 @@ POSTGRES_STEPS: tuple[str, ...] = (
     );
     ALTER TABLE {schema}.runs ADD COLUMN session text, ADD COLUMN session_n integer;
     CREATE UNIQUE INDEX runs_by_session ON {schema}.runs (session, session_n) WHERE session IS NOT NULL;
+    """,
+    # 4: long-term memory (tether.longterm), as in SQLite's step 4; times are epoch seconds.
+    """
+    CREATE TABLE {schema}.memory_items (
+        id         text PRIMARY KEY,
+        namespace  text NOT NULL,
+        text       text NOT NULL,
+        meta       text NOT NULL,
+        source     text NOT NULL,
+        model      text NOT NULL,
+        vector     bytea NOT NULL,
+        version    integer NOT NULL,
+        created_at float8 NOT NULL,
+        updated_at float8 NOT NULL
+    );
+    CREATE INDEX memory_by_namespace ON {schema}.memory_items (namespace, model);
+    CREATE TABLE {schema}.memory_history (
+        id         text NOT NULL,
+        version    integer NOT NULL,
+        text       text NOT NULL,
+        meta       text NOT NULL,
+        source     text NOT NULL,
+        updated_at float8 NOT NULL,
+        PRIMARY KEY (id, version)
+    );
+    CREATE TABLE {schema}.memory_keys (key text PRIMARY KEY, id text NOT NULL);
+    CREATE TABLE {schema}.memory_writes (namespace text PRIMARY KEY, n bigint NOT NULL);
     """,
 )
 

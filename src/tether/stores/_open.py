@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -33,6 +34,8 @@ def open_store(url: str | Path) -> RunStore:
     text = str(url)
     scheme, sep, _ = text.partition("://")
     if not sep or len(scheme) == 1:  # a plain path (or a Windows drive letter)
+        if re.match(r"(?i)(sqlite|postgres(ql)?|memory):", text):  # a URL with a slash too few, not a file name
+            raise UserError(f"store URL {text!r} is malformed: use sqlite:///path, postgresql://HOST/DB or memory://")
         return _sqlite(text, {})
     scheme = scheme.lower()
     if scheme == "memory":

@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import json
 import re
+import select
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -233,7 +234,7 @@ class PostgresStore:
                     await conn.execute(pg.sql.SQL("LISTEN {}").format(pg.sql.Identifier(self.channel)))
                     async for note in conn.notifies():
                         yield note.payload
-            except pg.OperationalError:
+            except (pg.Error, OSError):  # the server went away: listen again once it is back
                 await asyncio.sleep(max(interval, 0.05))
 
     async def aclose(self) -> None:
@@ -256,9 +257,9 @@ class PostgresStore:
     async def _connection(self) -> psycopg.AsyncConnection[Any]:
         while self._idle:
             idle = self._idle.pop()
-            if not idle.closed:
+            if not idle.closed and not _dropped(idle):
                 return idle
-            self._open.discard(idle)
+            await self._drop(idle)  # its server went away (a restart, a terminated backend): open another
         try:
             conn: psycopg.AsyncConnection[Any] = await self._pg.AsyncConnection.connect(self.dsn, autocommit=True)
         except self._pg.Error as exc:
@@ -372,6 +373,15 @@ class PostgresStore:
         cur = await conn.execute(self._sql["seq"], (run_id,))
         row = await cur.fetchone()
         return int(row[0]) if row else 0
+
+
+def _dropped(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether the server closed an idle connection: a terminated backend writes FATAL, then EOF, so
+    the socket of a connection nobody is using turns readable. One syscall, no round trip."""
+    try:
+        return bool(select.select([conn.fileno()], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 def _broken(conn: psycopg.AsyncConnection[Any] | None) -> bool:

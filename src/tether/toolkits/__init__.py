@@ -20,6 +20,7 @@ tools raises :class:`~tether.exceptions.SandboxUnavailable` unless you pass
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from ..exceptions import SandboxUnavailable
 from ..tools import Approval, Tool
@@ -27,6 +28,7 @@ from ._sandbox import ExecResult, Sandbox, SandboxLimits, UnsandboxedWarning, pr
 from ._workspace import PathRefused, Workspace
 from .commands import python_tool, shell_tool
 from .files import edit_file_tool, file_tools, find_files_tool, list_dir_tool, read_file_tool, write_file_tool
+from .offload import offload_results
 
 __all__ = [
     "edit_file_tool",
@@ -34,6 +36,7 @@ __all__ = [
     "file_tools",
     "find_files_tool",
     "list_dir_tool",
+    "offload_results",
     "PathRefused",
     "probe_sandbox",
     "python_tool",
@@ -57,10 +60,12 @@ def workspace_tools(
     limits: SandboxLimits | None = None,
     unsafe_no_sandbox: bool = False,
     bwrap: str = "bwrap",
+    read_only_paths: Sequence[str] = (),
 ) -> list[Tool]:
     """File, shell and Python tools confined to ``workspace``.
 
     ``approval`` applies to the tools that change things (writes, shell, python).
+    ``read_only_paths`` are host folders the commands may also read (a skill's scripts).
     Raises SandboxUnavailable when bubblewrap cannot run, unless
     ``unsafe_no_sandbox=True``.
     """
@@ -69,6 +74,7 @@ def workspace_tools(
         workspace,
         limits=limits or SandboxLimits(),
         network=network,
+        read_only_paths=tuple(read_only_paths),
         bwrap=bwrap,
         unsafe_no_sandbox=unsafe_no_sandbox,
     )

@@ -145,12 +145,13 @@ class Workspace:
         finally:
             os.close(fd)
 
-    def read_bytes(self, path: str, limit: int) -> tuple[bytes, int]:
-        """Up to ``limit`` bytes of a regular file and its full size."""
+    def read_bytes(self, path: str, limit: int, offset: int = 0) -> tuple[bytes, int]:
+        """Up to ``limit`` bytes of a regular file from ``offset``, and its full size."""
         rel = self.relative(path)
         with self._parent_fd(rel) as (parent, name):
             fd = _open_regular(path, name, parent)
         with os.fdopen(fd, "rb") as f:
+            f.seek(offset)
             return f.read(limit), os.fstat(f.fileno()).st_size
 
     def write_bytes(self, path: str, data: bytes) -> bool:

@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 MAX_READ_BYTES = 1 << 20
+WINDOW_BYTES = 50_000  # what read_file returns from a byte offset: a window, not the rest of a large file
 MAX_LIST_ENTRIES = 500
 MAX_FOUND_NAMES = 40  # bounded: a deep repository must not flood the model's context
 MAX_FOUND_FOLDERS = 8
@@ -56,7 +57,7 @@ def read_file_tool(workspace: str | os.PathLike[str] | Workspace, *, max_bytes: 
     ws = _workspace(workspace)
 
     @tool(name="read_file", effect="none")
-    def read_file(path: str, start_line: int = 1, max_lines: int = 2000) -> str:
+    def read_file(path: str, start_line: int = 1, max_lines: int = 2000, offset: int = 0) -> str:
         """Read a text file in the workspace. Long files come in pieces: the reply says which
         lines it shows and how to ask for the next ones.
 
@@ -64,9 +65,13 @@ def read_file_tool(workspace: str | os.PathLike[str] | Workspace, *, max_bytes: 
             path: file path, relative to the workspace root.
             start_line: first line to return, counting from 1.
             max_lines: most lines to return.
+            offset: instead of lines, read a window of the file from this byte (for a large file,
+                or one long line; the reply says the offset of the next window).
         """
-        if start_line < 1 or max_lines < 1:
-            raise ValueError("start_line and max_lines must be at least 1")
+        if start_line < 1 or max_lines < 1 or offset < 0:
+            raise ValueError("start_line and max_lines must be at least 1, offset at least 0")
+        if offset:
+            return _window(ws, path, offset, min(WINDOW_BYTES, max_bytes))
         data, size = ws.read_bytes(path, max_bytes)
         text = _text(data, complete=len(data) == size)
         if text is None:
@@ -81,7 +86,10 @@ def read_file_tool(workspace: str | os.PathLike[str] | Workspace, *, max_bytes: 
                 f"call read_file with start_line={end + 1} for more]"
             )
         elif len(data) < size:
-            body += f"\n[... file is {size} bytes; only the first {len(data)} bytes can be read]"
+            body += (
+                f"\n[... file is {size} bytes; only the first {len(data)} bytes can be read by lines: "
+                f"call read_file with offset={len(data)} for the rest]"
+            )
         elif not lines:
             body = "(empty file)"
         elif not shown:
@@ -89,6 +97,26 @@ def read_file_tool(workspace: str | os.PathLike[str] | Workspace, *, max_bytes: 
         return body
 
     return read_file
+
+
+def _window(ws: Workspace, path: str, offset: int, limit: int) -> str:
+    """About ``limit`` bytes of a file from ``offset``, as text. The window starts and ends on whole
+    UTF-8 characters, so the windows the replies point to add up to the file, character for character."""
+    data, size = ws.read_bytes(path, limit + 1, offset)
+    if offset >= size:
+        return f"(the file has only {size} bytes)"
+    cut = min(len(data), limit)
+    while 0 < cut < len(data) and data[cut] & 0xC0 == 0x80:  # do not split the character at the end
+        cut -= 1
+    skip = 0
+    while skip < cut and data[skip] & 0xC0 == 0x80:  # nor start inside one
+        skip += 1
+    text = data[skip:cut].decode("utf-8", errors="replace")
+    if "\x00" in text:
+        return f"<binary file, {size} bytes>"
+    start, end = offset + skip, offset + cut
+    more = f"call read_file with offset={end} for more" if end < size else "the end of the file"
+    return f"{text}\n[... bytes {start}-{end} of {size}; {more}]"
 
 
 def write_file_tool(workspace: str | os.PathLike[str] | Workspace, *, approval: Approval = True) -> Tool:

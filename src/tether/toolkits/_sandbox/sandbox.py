@@ -100,8 +100,12 @@ class Sandbox:
         *,
         stdin: bytes | None = None,
         limits: SandboxLimits | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> ExecResult:
         """Run ``argv`` in the workspace and return its result; never leaves processes behind.
+
+        ``pass_fds`` are descriptors the command inherits under the same numbers
+        (a private channel to the host, such as the code actions' bridge socket).
 
         A command does not start when the workspace is over its disk budget (the
         result says why, with exit code -1).
@@ -131,7 +135,7 @@ class Sandbox:
                 cwd=self.workspace,
                 env=scrubbed_env(self.workspace) if self.unsafe_no_sandbox else {"PATH": HELPER_PATH},
                 start_new_session=True,  # one process group to kill on timeout
-                pass_fds=(alive_r, *fds(seccomp)),
+                pass_fds=(alive_r, *fds(seccomp), *pass_fds),
             )
         except BaseException:
             os.close(alive_w)
