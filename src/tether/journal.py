@@ -192,17 +192,18 @@ class Journal:
             self.tool_calls += 1
 
     def _tool_finished(self, ev: ToolFinished) -> None:
-        if (started := self.ran.get(ev.call_id)) is not None:  # the arguments it ran with
-            self.ran[ev.call_id] = (started[0], ev)
-        elif (p := self.pending.get(ev.call_id)) is not None:  # it never started: a note, a denial, a skip
-            self.ran[ev.call_id] = (p.call, ev)
-        self.pending.pop(ev.call_id, None)
-        self.decisions.pop(ev.call_id, None)
-        self.children.pop(ev.call_id, None)
+        cid = ev.call_id
+        if (started := self.ran.get(cid)) is not None:  # the arguments it ran with
+            self.ran[cid] = (started[0], ev)
+        elif (p := self.pending.get(cid)) is not None:  # it never started: a note, a denial, a skip
+            self.ran[cid] = (p.call, ev)
+        self.pending.pop(cid, None)
+        self.decisions.pop(cid, None)
+        self.children.pop(cid, None)
         if (usage := ev.result.usage) is not None:  # a child run's usage rolls up with its answer
             self.usage = self.usage + usage
             self.usage_by_model[""] = self.usage_by_model.get("", Usage()) + usage  # priced as this run's model
-        self._results[ev.call_id] = ev.result
+        self._results[cid] = ev.result
         if not self.pending:  # the turn is settled: its results join the notebook in call order
             self._write_results()
 

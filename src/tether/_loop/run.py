@@ -326,7 +326,7 @@ class Run:
 
     async def _act(self) -> AsyncIterator[Event]:
         """Settle every open call of the turn: note, run, or wait for a human."""
-        steps = screened(self.agent, self.journal, self._plan())
+        steps = self._plan()
         for step in steps:
             if isinstance(step, Note):
                 yield await self.commit(step.event)
@@ -382,7 +382,8 @@ class Run:
         def gate(tool: Tool, args: dict[str, Any]) -> bool | str:  # the tool's gate, then every approver up the tree
             return tool.needs_approval(args, ctx) or next((s for a in approvers if (s := a(tool, args, ctx))), False)
 
-        return [plan(p, agent.tools, j.decisions.get(p.call.id), gate) for p in j.pending.values()]
+        steps = [plan(p, agent.tools, j.decisions.get(p.call.id), gate) for p in j.pending.values()]
+        return screened(agent, j, steps) if agent.output_validators else steps  # validators see the journal
 
     async def _pause(self, waits: list[Wait]) -> list[Event]:
         """Ask for what the turn waits for, then pause with every open item of the run tree."""
