@@ -196,7 +196,7 @@ async def cancel_run(request: Request) -> Response:
     body = await read_body(request, CancelBody, optional=True)
     who = request.scope["tether.who"]
     view = await server(request).service.cancel(
-        request.path_params["run_id"], reason=body.reason, by=who.reviewer(body.by)
+        request.path_params["run_id"], reason=body.reason, by=who.reviewer(body.by), who=who
     )
     return reply(run_json(view))
 
