@@ -161,3 +161,13 @@ def test_a_retry_under_a_two_person_rule_needs_two_people(tmp_path: Path) -> Non
         ]
     finally:
         served.stop()
+
+
+def test_reading_someone_elses_waiting_item_through_the_run_is_logged_as_seen(tmp_path: Path) -> None:
+    for team in make_team(tmp_path):
+        item = paused_item(team, "Refund B777")  # $249: the lead's, hidden from bo's inbox
+        with team.api("bo") as bo:
+            assert bo.get("/api/items").json()["items"] == []
+            assert bo.get(f"/api/runs/{item['run_id']}").json()["items"][0]["call_id"] == item["call_id"]
+            assert bo.get(f"/api/runs/{item['run_id']}/events").status_code == 200
+        assert steps(team, item["run_id"]) == [("saw", "user:bo")]  # once per person and item

@@ -99,6 +99,13 @@ class People:
                     self.audit.saw(who.reviewer(), item.run_id, item.call_id, item.tool)
         return shown
 
+    def showed(self, who: Who | None, run: RunView) -> None:
+        """Log that a person was shown a run's waiting items (its page, ``GET /api/runs/{id}``, its events),
+        whether or not the rules give the items to them: reading a run is not deciding, but it is seen."""
+        if self.on and who is not None and who.person:
+            for item in run.waiting:
+                self.audit.saw(who.reviewer(), item.run_id, item.call_id, item.tool)
+
     def _approved_by(self, who: Who | None, run: RunView, item: ItemView) -> bool:
         """Whether ``who`` already gave one of several approvals this item needs (then it waits for others)."""
         if who is None or not who.person or self.rule(run, item).approvers == 1:

@@ -201,6 +201,7 @@ async def run_page(request: Request) -> Response:
         response = await frame(request, "No such run", f'<div class="empty"><p>There is no run {h(run_id)}.</p></div>')
         response.status_code = 404
         return response
+    server(request).people.showed(who(request), run)
     return await frame(request, f"Run {run_id}", run_body(request, run), kind="run")
 
 
