@@ -4,7 +4,8 @@ python examples/support_memory.py [--db memory.db]
 
 Monday, Ann tells the desk how she wants to be treated. The agent calls
 ``remember``, which needs a person's sign-off: the run pauses with the item in
-the inbox (``tether serve --db memory.db`` shows it; here a supervisor approves
+the inbox (served with ``tether serve`` and a ``--deps`` factory, see docs/serve.md, a
+person signs it off there; here a supervisor approves
 it from code, as the inbox's Approve button does). Thursday, in a new session,
 Ann asks about a refund: the run starts with her preferences recalled, quoted as
 data, and the answer follows them. Bob, on the same desk, is never shown Ann's.

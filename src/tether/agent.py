@@ -96,7 +96,7 @@ class Agent:
                 raise UserError(f"two tools are named {t.name!r}")
             self.tools[t.name] = t
         self.output: OutputSpec | None = with_output(self.tools, output_type, output_retries)  # adds final_result
-        self.output_validators = check_validators(output_validators, output_retries)
+        self.output_validators = check_validators(output_validators, output_retries, self.tools, self.output)
         self.output_retries = output_retries
         self.tool_list = tuple(self.tools.values())
         self.instructions = self.skills.instruct(instructions)

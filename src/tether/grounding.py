@@ -120,6 +120,7 @@ def requires(
             "make the call and wait for its result, or answer without claiming it"
         )
 
+    check.requires = (tool, when, pairs)  # type: ignore[attr-defined]  # checked against the agent when built
     return check
 
 
@@ -169,9 +170,13 @@ def refusal(checks: Sequence[Validator], value: Any, ran: Ran) -> str | None:
     return None
 
 
-def check_validators(validators: Iterable[Any], retries: Any) -> tuple[Validator, ...]:
+def check_validators(
+    validators: Iterable[Any], retries: Any, tools: Mapping[str, Tool], output: Any
+) -> tuple[Validator, ...]:
     """The agent's ``output_validators`` as a tuple, each callable, and ``output_retries`` a whole
-    number >= 0 (else a UserError naming what is wrong)."""
+    number >= 0 (else a UserError naming what is wrong). A :func:`requires` must name one of the
+    agent's tools and, when it reads fields, fields of its output type: a typo would otherwise
+    turn the guard off (a field never set) or refuse every answer (a tool never called)."""
     from .exceptions import UserError
 
     if not (isinstance(retries, int) and not isinstance(retries, bool) and retries >= 0):
@@ -179,7 +184,29 @@ def check_validators(validators: Iterable[Any], retries: Any) -> tuple[Validator
     out = tuple(validators)
     if bad := [v for v in out if not callable(v)]:
         raise UserError(f"output_validators must be functions of (value, ran), got {bad!r}")
+    for v in out:
+        if (spec := getattr(v, "requires", None)) is not None:
+            tool, when, pairs = spec
+            _check_requires(tool, when, pairs, tools, output)
     return out
+
+
+def _check_requires(tool: str, when: Any, pairs: Mapping[str, str], tools: Mapping[str, Tool], output: Any) -> None:
+    from .exceptions import UserError
+
+    if tool not in tools:
+        raise UserError(f"requires({tool!r}): the agent has no tool {tool!r}; its tools: {', '.join(sorted(tools))}")
+    fields = [*([when] if isinstance(when, str) else []), *pairs]
+    if not fields:
+        return
+    if output is None:
+        raise UserError(f"requires({tool!r}) reads the fields {fields} of a typed output: give the agent output_type=")
+    known = output.schema.get("properties", {}) if not output.wrapped else {}
+    if missing := [f for f in fields if f not in known]:
+        raise UserError(f"requires({tool!r}): the output type has no field {missing[0]!r}; its fields: {sorted(known)}")
+    for name, arg in pairs.items():
+        if arg not in tools[tool].parameters.get("properties", {}):
+            raise UserError(f"requires({tool!r}): the tool has no argument {arg!r} to compare with {name!r}")
 
 
 # -- how a text claims an action ----------------------------------------------------------------
@@ -195,7 +222,7 @@ _HEDGE = (
 _GENERIC = {"get", "list", "read", "find", "search", "look", "lookup", "check", "show", "fetch", "tool", "do", "run"}
 _IRREGULAR = {"send": "sent", "pay": "paid", "make": "made", "buy": "bought", "write": "written", "put": "put"}
 _DONE = (
-    r"(has|have|was|were|is|are|will be|'s|'ve)( now)?( been)? (issued|processed|sent|made|completed|done|"
+    r"((has|have|was|were|is|are|will be|'s|'ve)( now)?( been)? )?(issued|processed|sent|made|completed|done|"
     r"submitted|initiated|placed|created|deleted|cancelled|canceled|executed|transferred|paid)"
 )
 

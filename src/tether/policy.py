@@ -10,13 +10,18 @@ small trained network all fit.
 A policy may also offer ``stream(context, tools)``: an async iterator of text
 pieces (``str``) ending with the complete Message. The loop turns the pieces
 into ``token`` events.
+
+While a run's policy decides, :func:`deciding_run` names that run: a policy
+shared by many runs (one agent serving many users) keeps per-run state under it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +36,7 @@ __all__ = [
     "Move",
     "Policy",
     "ask",
+    "deciding_run",
     "to_message",
     "unique_call_ids",
 ]
@@ -115,21 +121,59 @@ class FunctionPolicy:
         return f"FunctionPolicy({getattr(self.fn, '__name__', self.fn)!r})"
 
 
-async def ask(policy: Policy, context: Context, tools: Sequence[Tool]) -> AsyncIterator[str | Message]:
-    """Drive any policy as a stream: text pieces, then exactly one Message."""
+async def ask(
+    policy: Policy, context: Context, tools: Sequence[Tool], run_id: str | None = None
+) -> AsyncIterator[str | Message]:
+    """Drive any policy as a stream: text pieces, then exactly one Message.
+
+    With ``run_id`` (the loop gives its run's), :func:`deciding_run` names that
+    run while the policy works; between pieces it names nothing new.
+    """
     stream = getattr(policy, "stream", None)
     if stream is None:
-        yield await policy.decide(context, tools)
+        with _deciding(run_id):
+            reply = await policy.decide(context, tools)
+        yield reply
         return
     final = None
-    async for piece in stream(context, tools):
-        if isinstance(piece, Message):
-            final = piece
-        else:
-            yield piece
+    pieces = stream(context, tools)
+    try:
+        while True:
+            with _deciding(run_id):
+                piece = await anext(pieces, None)
+            if piece is None:
+                break
+            if isinstance(piece, Message):
+                final = piece
+            else:
+                yield piece
+    finally:
+        if (close := getattr(pieces, "aclose", None)) is not None:
+            await close()
     if final is None:
         raise UserError(f"{type(policy).__name__}.stream ended without a final Message")
     yield final
+
+
+_RUN: ContextVar[str] = ContextVar("tether_deciding_run", default="")
+
+
+def deciding_run() -> str:
+    """The id of the run whose policy is deciding now (a child run's ``<run id>/<call id>``), or ""
+    outside a run's decision."""
+    return _RUN.get()
+
+
+@contextmanager
+def _deciding(run_id: str | None) -> Iterator[None]:
+    if run_id is None:  # a policy driving another (a fallback): the run named already stays
+        yield
+        return
+    token = _RUN.set(run_id)
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
 
 
 def unique_call_ids(message: Message, seen: set[str]) -> Message:

@@ -81,7 +81,7 @@ class Skill:
     def files(self) -> list[str]:
         """The skill's files besides ``SKILL.md``, relative to its folder (hidden ones left out)."""
         found = []
-        for root, dirs, names in os.walk(self.folder):
+        for root, dirs, names in os.walk(self._root()):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for name in sorted(names):
                 rel = os.path.relpath(os.path.join(root, name), self.folder)
@@ -101,23 +101,59 @@ class Skill:
         )
 
     def read(self, file: str) -> str:
-        """One of the skill's files, as text; never a path outside its folder."""
-        root = os.path.realpath(self.folder)
+        """One of the skill's files, as text; never a path outside its folder, never a hidden file.
+
+        ``folder`` was resolved once, when the agent was built; the sandboxed shell may since have
+        swapped it (or a folder above it) for a symlink to a host folder it cannot read itself, so a
+        read goes ahead only while the folder still resolves to itself, the file resolves inside
+        it, and the file opened (without following a last symlink) is a regular file.
+        """
+        if _hidden(file):
+            raise ValueError(f"{file!r} is a hidden file; skill {self.name!r} lists the files it offers")
+        root = self._root()
         path = os.path.realpath(os.path.join(root, file))
         if not path.startswith(root + os.sep):
             raise ValueError(f"{file!r} is not a file of skill {self.name!r}")
+        if _hidden(os.path.relpath(path, root)):  # a visible name that links to .env is still .env
+            raise ValueError(f"{file!r} is a hidden file; skill {self.name!r} lists the files it offers")
         try:
-            if not stat.S_ISREG(os.stat(path).st_mode):
-                raise ValueError(f"{file!r} is not a regular file of skill {self.name!r}")
-            with open(path, "rb") as f:
-                data, size = f.read(MAX_SKILL_BYTES), os.fstat(f.fileno()).st_size
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             raise ValueError(f"skill {self.name!r} has no file {file!r}: see the list load_skill gave") from None
+        except OSError:  # ELOOP: the file became a symlink after it was resolved
+            raise ValueError(f"{file!r} is not a regular file of skill {self.name!r}") from None
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not _opened_inside(fd, root):  # a folder on the way was swapped between resolving and opening
+                raise ValueError(f"{file!r} is not a file of skill {self.name!r}")
+            if not stat.S_ISREG(info.st_mode):
+                raise ValueError(f"{file!r} is not a regular file of skill {self.name!r}")
+            data, size = f.read(MAX_SKILL_BYTES), info.st_size
         try:
             text = data.decode()
         except UnicodeDecodeError:
             return f"<binary file, {size} bytes: use it from a script, do not read it>"
         return text if size <= len(data) else f"{text}\n[... the file has {size} bytes; the first {len(data)} shown]"
+
+    def _root(self) -> str:
+        """The skill's folder as resolved at build time, refused if it is now a symlink or resolves elsewhere."""
+        root = str(self.folder)
+        if os.path.islink(root) or os.path.realpath(root) != root:
+            raise ValueError(f"the folder of skill {self.name!r} was replaced since the agent was built: not read")
+        return root
+
+
+def _hidden(path: str) -> bool:
+    return any(part.startswith(".") for part in path.replace("\\", "/").split("/") if part not in ("", ".", ".."))
+
+
+def _opened_inside(fd: int, root: str) -> bool:
+    """Whether the file open as ``fd`` is inside ``root`` (Linux says where through /proc; elsewhere, trusted)."""
+    try:
+        where = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return True
+    return where.startswith(root + os.sep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +231,9 @@ def read_skill(folder: str | os.PathLike[str]) -> Skill:
 
     path = Path(folder) / SKILL_FILE
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:  # a FIFO must not block
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise UserError(f"{path}: is not a regular file")
             data = f.read(MAX_SKILL_BYTES + 1)
         text = data.decode()
     except OSError as exc:

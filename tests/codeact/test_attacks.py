@@ -6,6 +6,8 @@ itself, past the functions it was given.
 
 from __future__ import annotations
 
+import asyncio
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -14,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tether import Agent, tool
+from tether import Agent, FunctionPolicy, Invocation, tool
 from tether.codeact import MAX_MESSAGE, code_agent
 from tether.stores.sqlite import SQLiteStore
 from tether.testing import ScriptedModel
@@ -166,3 +168,44 @@ def test_an_end_message_written_by_hand_is_cut_too(oracle: Path, workspace: Path
     result, note = run(program, oracle, workspace)
     assert result.status == "finished"
     assert note.startswith("The program ran to its end") and len(note) < 10_000 and "more characters not shown" in note
+
+
+def test_a_run_never_continues_another_runs_program(workspace: Path) -> None:
+    """Two runs of one code agent at once, same program text: each run's program is its own.
+
+    Ann's slow() holds until Bob's run has finished, so both programs wait at the
+    same call with the same calls so far; a program picked by its text would give
+    Bob's run Ann's process (holding Ann's whoami) and Ann's run Bob's.
+    """
+    ann_waits, ann_may_go = asyncio.Event(), asyncio.Event()
+
+    @tool(effect="none")
+    def whoami(call: Invocation) -> str:
+        """The customer of this run."""
+        return str(call.deps["user"])
+
+    @tool(effect="none")
+    async def slow(call: Invocation) -> str:
+        """Wait for the backend (Ann's is slower)."""
+        if call.deps["user"] == "ann":
+            ann_waits.set()
+            await ann_may_go.wait()
+        return "ok"
+
+    program = "me = whoami()\nslow()\nfinal_answer('this run belongs to ' + me)\n"
+    brain = FunctionPolicy(lambda context, tools: f"```python\n{program}```")
+    agent = code_agent(brain, [whoami, slow], sandbox=Sandbox(str(workspace)))
+
+    async def both() -> tuple[Any, Any]:
+        ann = asyncio.create_task(agent.run("go", deps={"user": "ann"}))
+        await asyncio.wait_for(ann_waits.wait(), 60)  # Ann's program now waits in slow()
+        bob = await asyncio.wait_for(agent.run("go", deps={"user": "bob"}), 60)
+        ann_may_go.set()
+        return await asyncio.wait_for(ann, 60), bob
+
+    ann, bob = asyncio.run(both())
+    assert (ann.status, ann.output) == ("finished", "this run belongs to ann")
+    assert (bob.status, bob.output) == ("finished", "this run belongs to bob")
+    for result, other in ((ann, "bob"), (bob, "ann")):
+        leaked = [m.text for m in result.context if re.search(rf"\b{other}\b", m.text)]
+        assert not leaked, f"{other}'s results entered the run: {leaked}"

@@ -255,3 +255,28 @@ def _tools() -> dict[str, object]:
 
 def _ran_with_refund_tool() -> Ran:
     return Ran((), _tools())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("check", "says"),
+    [
+        (requires("issue_refnd", when="refunded"), "no tool 'issue_refnd'"),
+        (requires("issue_refund", when="refundd"), "no field 'refundd'"),
+        (requires("issue_refund", when="refunded", same=["order"]), "no field 'order'"),
+        (requires("issue_refund", when="refunded", same={"order_id": "order"}), "no argument 'order'"),
+    ],
+)
+def test_a_typo_in_requires_is_refused_when_the_agent_is_built(check: object, says: str) -> None:
+    """A misspelt field would turn the guard off; a misspelt tool would refuse every answer."""
+    with pytest.raises(UserError, match=says):
+        desk(ran=[], checks=(check,))
+
+
+def test_requires_on_fields_needs_a_typed_output() -> None:
+    with pytest.raises(UserError, match="give the agent output_type="):
+        desk(ran=[], checks=(ISSUED,), output_type=None)
+
+
+def test_a_terse_claim_is_caught_too() -> None:
+    with pytest.raises(Refuse):
+        no_unbacked_claims()("Refund processed!", _ran_with_refund_tool())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -17,7 +18,7 @@ from tether import (
     UserError,
     tool,
 )
-from tether.policy import to_message
+from tether.policy import deciding_run, to_message
 from tether.testing import ScriptedModel, block_model_requests, check_model_request
 
 
@@ -86,6 +87,40 @@ def test_streaming_policies_produce_token_events() -> None:
     tokens = [e.text for e in result.events if e.kind == "token"]
     assert tokens == ["hello ", "brave ", "new ", "world"]
     assert result.output == "hello brave new world"
+
+
+class _Seen:
+    """A streaming brain that notes the run it decides for, before and after its first piece."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def decide(self, context: object, tools: object) -> Message:
+        raise AssertionError("the loop streams a policy that can stream")
+
+    async def stream(self, context: object, tools: object) -> AsyncIterator[str | Message]:
+        self.seen.append(deciding_run())
+        yield "thinking "
+        self.seen.append(deciding_run())
+        yield Message.assistant("done")
+
+
+def test_a_policy_knows_which_run_it_decides_for() -> None:
+    """A policy shared by runs (and their child runs) keeps per-run state under deciding_run()."""
+    seen: list[str] = []
+
+    def brain(context: object, tools: object) -> str | Action:
+        seen.append(deciding_run())
+        return Action("helper", {"task": "x"}) if len(seen) == 1 else "ok"
+
+    streaming = _Seen()
+    helper = Agent(streaming, name="helper").as_tool()
+    result = Agent(FunctionPolicy(brain), [helper]).run_sync("go", run_id="parent")
+    assert result.status == "finished"
+    assert seen == ["parent", "parent"]
+    call = next(c for m in result.context for c in m.tool_calls)
+    assert streaming.seen == [f"parent/{call.id}"] * 2  # the child run's id, for every piece
+    assert deciding_run() == ""  # outside a decision it names nothing
 
 
 def test_real_model_requests_are_blocked_in_tests_but_loopback_is_allowed() -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tether import Action, Agent, Invocation, UserError
+from tether import Action, Agent, Invocation, UserError, tool
 from tether.skills import front_matter, read_skill, skill_set
 from tether.testing import ScriptedModel
 
@@ -106,3 +108,78 @@ def test_dynamic_instructions_get_the_index_too(tmp_path: Path) -> None:
 def test_without_skills_nothing_changes() -> None:
     agent = Agent(ScriptedModel(["hi"]), instructions="be brief")
     assert agent.instructions == "be brief" and "load_skill" not in agent.tools
+
+
+def test_a_skill_folder_swapped_for_a_symlink_during_the_run_is_not_read(tmp_path: Path) -> None:
+    folder = _skill(tmp_path / "skills", "notes")
+    (folder / "own.txt").write_text("the skill's own file")
+    outside = tmp_path / "host"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOP-SECRET host file")
+
+    @tool(effect="none")
+    def swap() -> str:
+        """What a sandboxed shell can do in a writable skills folder: rm -rf notes && ln -s <host dir> notes."""
+        shutil.rmtree(folder)
+        folder.symlink_to(outside)
+        return "swapped"
+
+    calls = [
+        Action("load_skill", {"name": "notes", "file": "own.txt"}),
+        Action("swap", {}),
+        Action("load_skill", {"name": "notes", "file": "secret.txt"}),
+        Action("load_skill", {"name": "notes"}),
+        "done",
+    ]
+    result = Agent(ScriptedModel(calls), [swap], skills=[tmp_path / "skills"]).run_sync("go")
+    own, _, secret, listing = [m for m in result.context if m.role == "tool"]
+    assert own.text == "the skill's own file"
+    assert secret.is_error and "was replaced since the agent was built" in secret.text
+    assert "TOP-SECRET" not in secret.text
+    assert listing.is_error and "secret.txt" not in listing.text
+
+
+def test_a_file_that_becomes_a_symlink_is_refused_and_hidden_files_are_not_read(tmp_path: Path) -> None:
+    folder = _skill(tmp_path, "notes")
+    (tmp_path / "secret.txt").write_text("TOP-SECRET")
+    (folder / ".env").write_text("API_KEY=sk-live-123")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "config").write_text("url = https://user:token@example.com")
+    skill = read_skill(folder)
+    for hidden in (".env", ".git/config", "./.env", "sub/../.env"):
+        with pytest.raises(ValueError, match="is a hidden file"):
+            skill.read(hidden)
+    (folder / "link.txt").symlink_to(tmp_path / "secret.txt")  # resolves outside: refused as before
+    with pytest.raises(ValueError, match="not a file of skill"):
+        skill.read("link.txt")
+    os.mkfifo(folder / "pipe")  # a FIFO is not read (reading it would block the run)
+    with pytest.raises(ValueError, match="not a regular file"):
+        skill.read("pipe")
+
+
+def test_a_fifo_named_skill_md_is_refused_without_blocking(tmp_path: Path) -> None:
+    (tmp_path / "evil").mkdir()
+    os.mkfifo(tmp_path / "evil" / "SKILL.md")  # nobody writes to it: opening it blocking would hang
+    with pytest.raises(UserError, match=r"SKILL\.md: is not a regular file"):
+        skill_set([tmp_path])
+
+
+def test_a_visible_name_that_links_to_a_hidden_file_is_not_read(tmp_path: Path) -> None:
+    folder = _skill(tmp_path, "notes")
+    (folder / ".env").write_text("API_KEY=sk-live-123")
+    (folder / "notes.txt").symlink_to(folder / ".env")
+    with pytest.raises(ValueError, match="is a hidden file"):
+        read_skill(folder).read("notes.txt")
+
+
+def test_a_file_opened_outside_the_folder_is_known_by_where_it_is(tmp_path: Path) -> None:
+    from tether.skills import _opened_inside  # the check after open, against a folder swapped mid-read
+
+    folder = _skill(tmp_path, "notes")
+    (tmp_path / "secret.txt").write_text("x")
+    for path, inside in ((folder / "SKILL.md", True), (tmp_path / "secret.txt", False)):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert _opened_inside(fd, str(folder)) is inside
+        finally:
+            os.close(fd)

@@ -296,7 +296,7 @@ class Run:
 
         Each piece is awaited within the run's time budget (the budget never spans a yield).
         """
-        pieces = ask(self.agent.policy, self.journal.context, self.agent.tool_list)
+        pieces = ask(self.agent.policy, self.journal.context, self.agent.tool_list, self.journal.run_id)
         try:
             while True:
                 try:

@@ -13,6 +13,11 @@ past them goes on live. A call that differs from the recorded one at its
 position (time, randomness, an edited program) ends the action with a note
 that starts ``replay diverged:`` and names both calls; the agent turns that
 into a failed run (:mod:`tether.codeact._actions`).
+
+One policy serves every run of its agent, so a waiting program is kept under
+the id of the run that started it (:func:`~tether.policy.deciding_run`) and
+only that run ever continues it: another run with the same program and the
+same calls so far gets its own process, never one holding someone else's results.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 
 from ..context import Context
 from ..messages import Message, ToolCall
+from ..policy import deciding_run
 from ..toolkits import Sandbox, SandboxLimits
 from ..tools import Tool
 from . import _api
@@ -49,13 +55,15 @@ class ProgramPolicy:
     def __init__(self, sandbox: Sandbox, servers: Mapping[str, Sequence[Tool]], limits: SandboxLimits | None) -> None:
         self.sandbox, self.limits = sandbox, limits
         self.modules = {name: [t.name for t in tools] for name, tools in servers.items()}
-        self._waiting: list[tuple[Any, Session]] = []  # (the task streaming its run, a program blocked on a result)
+        # run id -> (the task streaming that run, its program blocked on a result)
+        self._waiting: dict[str, tuple[Any, Session]] = {}
         self._text: dict[str, bool] = {}  # tool name -> returns str (then its note is the value as it is)
 
     async def decide(self, context: Context, tools: Sequence[Tool]) -> Message:
         program = _program_of(context)
         history = _history(context)
-        session = self._live(program, history)
+        run_id = deciding_run()
+        session = self._live(run_id, program, history)
         try:
             if session is None:
                 session = Session(program)
@@ -74,21 +82,31 @@ class ProgramPolicy:
             raise
         if isinstance(step, End):
             return Message.assistant(note_of(step, len(session.asked)))
-        self._waiting.append((asyncio.current_task(), session))
+        if run_id:
+            self._waiting[run_id] = (asyncio.current_task(), session)
+        else:  # decided outside a run: nothing names who may continue it, so nobody does (it replays)
+            session.stop()
         return Message.assistant("", [ToolCall.of(step.name, step.args, id=f"code_{len(history) + 1}")])
 
-    def _live(self, program: str, history: list[tuple[ToolCall, Message | None]]) -> Session | None:
-        """The program still waiting for the last recorded call's result, if it runs here."""
+    def _live(self, run_id: str, program: str, history: list[tuple[ToolCall, Message | None]]) -> Session | None:
+        """This run's program still waiting for the last recorded call's result, if it runs here.
+
+        Only the run that started a program continues it; a program of this run that
+        no longer fits its notebook is stopped (the run replays from the top).
+        """
         loop = asyncio.get_running_loop()
-        calls = [Call(c.name, json.loads(c.arguments)) for c, _ in history]
-        for entry in list(self._waiting):
-            s = entry[1]
+        for rid, (_, s) in list(self._waiting.items()):
             if s.loop is not loop:  # an earlier event loop's: it is gone
-                self._waiting.remove(entry)
+                del self._waiting[rid]
                 s.stop()
-            elif s.program == program and s.asked == calls:
-                self._waiting.remove(entry)
-                return s
+        entry = self._waiting.pop(run_id, None) if run_id else None
+        if entry is None:
+            return None
+        session = entry[1]
+        calls = [Call(c.name, json.loads(c.arguments)) for c, _ in history]
+        if session.program == program and session.asked == calls:
+            return session
+        session.stop()
         return None
 
     async def _replay(
@@ -160,10 +178,9 @@ class ProgramPolicy:
             task = asyncio.current_task()
         except RuntimeError:  # no event loop: nothing of this process can be waiting
             task = None
-        for entry in list(self._waiting):
-            owner, s = entry
+        for rid, (owner, s) in list(self._waiting.items()):
             if owner is task or owner is None or owner.done():
-                self._waiting.remove(entry)
+                del self._waiting[rid]
                 s.stop()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import re
 import time
 import uuid
@@ -37,6 +38,7 @@ bench_memory.py quality measured the same wording with other values (Bronze/Plat
 at up to 0.983, so a lower bar would drop an update as a duplicate; case and punctuation alone
 are caught by comparing words, whatever the cosine."""
 FLOOR = 0.2  # cosine under which an item is not offered to a run unasked
+MAX_TEXT_BYTES = 8 * 1024  # one item's text: a fact, not a document (recall blocks quote whole items)
 
 
 _LOCAL: weakref.WeakKeyDictionary[Any, LocalItems] = weakref.WeakKeyDictionary()
@@ -138,8 +140,10 @@ class Memory:
         """:meth:`remember`, also saying whether the item is new (False: served before, or a duplicate)."""
         _check(text, namespace)
         text, namespace = safe_text(text), safe_text(namespace)  # a lone surrogate: U+FFFD, as in notes
-        if key is not None and (done := await self.items.served(key)) is not None:
-            return done, False
+        if key is not None:  # a key is one namespace's: another's same run and call ids are not this call
+            key = json.dumps([namespace, key])
+            if (done := await self.items.served(key)) is not None and done.namespace == namespace:
+                return done, False
         vector = (await self._vectors([text]))[0]
         same = await self._search(vector, namespace, 1)
         if same and _duplicate(text, same[0], self.dedupe):
@@ -287,5 +291,9 @@ def _duplicate(text: str, nearest: Recalled, bar: float) -> bool:
 def _check(text: str, namespace: str) -> None:
     if not isinstance(text, str) or not text.strip():
         raise UserError("memory text must be a non-empty string")
+    if (size := len(text.encode("utf-8", "surrogatepass"))) > MAX_TEXT_BYTES:
+        raise UserError(
+            f"memory text is {size} bytes, more than {MAX_TEXT_BYTES}: remember one fact, a sentence or a few"
+        )
     if not isinstance(namespace, str) or not namespace.strip():
         raise UserError(f"a memory namespace is a non-empty string (e.g. 'user:ann'), got {namespace!r}")

@@ -23,11 +23,19 @@ Namespace = str | Callable[[Invocation[Any]], str]
 
 
 def memory_tools(
-    memory: Memory, namespace: Namespace, *, approval: Approval = False, forget_approval: Approval = False, k: int = 5
+    memory: Memory,
+    namespace: Namespace,
+    *,
+    approval: Approval = False,
+    forget_approval: Approval = False,
+    k: int = 5,
+    budget: int = 2500,
 ) -> list[Tool]:
     """``remember``, ``recall`` and ``forget`` on ``namespace`` (a name, or a function of the call,
     e.g. ``lambda call: f"user:{call.deps['customer']}"``). ``approval`` gates ``remember``,
-    ``forget_approval`` gates ``forget``; ``recall`` only reads."""
+    ``forget_approval`` gates ``forget``; ``recall`` only reads, and its result holds the best items
+    that fit in ``budget`` tokens (about four characters each; the default fits one item of the
+    largest size, 8 KiB)."""
     name_of: Callable[[Invocation[Any]], str] = namespace if callable(namespace) else (lambda call: namespace)
 
     @tool(effect="idempotent", approval=approval)
@@ -50,7 +58,9 @@ def memory_tools(
             k: how many items at most.
         """
         found = await memory.recall(query, namespace=name_of(call), k=k)
-        return quoted(found, memory.clock()) or "nothing in memory matches"
+        if not found:
+            return "nothing in memory matches"
+        return quoted(found, memory.clock(), budget=budget) or "the items that match are too long to show here"
 
     @tool(effect="idempotent", approval=forget_approval)
     async def forget(id: str, call: Invocation[Any]) -> str:
