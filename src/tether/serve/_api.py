@@ -188,7 +188,9 @@ async def list_runs(request: Request) -> Response:
 
 @guarded
 async def show_run(request: Request) -> Response:
-    return reply(run_json(await server(request).service.view(request.path_params["run_id"])))
+    view = await server(request).service.view(request.path_params["run_id"])
+    server(request).people.showed(request.scope["tether.who"], view)
+    return reply(run_json(view))
 
 
 @guarded
@@ -196,7 +198,7 @@ async def cancel_run(request: Request) -> Response:
     body = await read_body(request, CancelBody, optional=True)
     who = request.scope["tether.who"]
     view = await server(request).service.cancel(
-        request.path_params["run_id"], reason=body.reason, by=who.reviewer(body.by)
+        request.path_params["run_id"], reason=body.reason, by=who.reviewer(body.by), who=who
     )
     return reply(run_json(view))
 
@@ -204,6 +206,7 @@ async def cancel_run(request: Request) -> Response:
 @guarded
 async def list_events(request: Request) -> Response:
     view = await server(request).service.view(request.path_params["run_id"])
+    server(request).people.showed(request.scope["tether.who"], view)
     after = int_query(request, "after", 0, 0, 10_000_000)
     events = [
         {"position": n, "kind": ev.kind, "at": ev.at or None, "event": to_dict(ev)}

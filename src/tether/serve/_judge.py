@@ -37,9 +37,16 @@ from ._security import Sessions, Who
 from ._service import ApiError
 from ._views import ItemView, RunView
 
-__all__ = ["People"]
+__all__ = ["COUNTED", "People", "person_of"]
+
+COUNTED = ("approve", "retry")  # the verdicts that run a tool: a several-approver rule counts these
 
 log = logging.getLogger("tether.serve")
+
+
+def person_of(signature: str) -> str:
+    """The person a signature stands for (``user:ana`` and ``proxy:ana`` are both ana, whom roles name)."""
+    return signature.split(":", 1)[1] if ":" in signature else signature
 
 
 class People:
@@ -92,32 +99,45 @@ class People:
                     self.audit.saw(who.reviewer(), item.run_id, item.call_id, item.tool)
         return shown
 
+    def showed(self, who: Who | None, run: RunView) -> None:
+        """Log that a person was shown a run's waiting items (its page, ``GET /api/runs/{id}``, its events),
+        whether or not the rules give the items to them: reading a run is not deciding, but it is seen."""
+        if self.on and who is not None and who.person:
+            for item in run.waiting:
+                self.audit.saw(who.reviewer(), item.run_id, item.call_id, item.tool)
+
     def _approved_by(self, who: Who | None, run: RunView, item: ItemView) -> bool:
         """Whether ``who`` already gave one of several approvals this item needs (then it waits for others)."""
         if who is None or not who.person or self.rule(run, item).approvers == 1:
             return False
-        return who.reviewer() in self.audit.approvals(run.run_id, item.call_id, item.args_hash)
+        return who.name in map(person_of, self.audit.approvals(run.run_id, item.call_id, item.args_hash))
 
     def admit(self, run: RunView, item: ItemView, choice: Choice, who: Who | None, by: str) -> str:
         """The identity to sign the decision with; raises :class:`ApiError` (403, or 202: more approvers)."""
         if not self.on or (who is not None and who.kind == "rule"):
             return by
         where = {"run_id": run.run_id, "call_id": item.call_id, "tool": item.tool, "args_hash": item.args_hash}
-        if reason := self.why_not(who, run, item):
+        rule = self.rule(run, item)
+        reason = self.why_not(who, run, item)
+        if not reason and choice.args is not None:  # edited arguments are judged under their own rule too
+            edited = self.rules.rule_for(run.agent, item.tool, choice.args)
+            reason = self._edit_not_allowed(who, item, edited, rule)
+            rule = rule if edited.approvers <= rule.approvers else edited  # the stricter count wins
+        if reason:
             self.audit.write("refused", who.reviewer() if who else "", verdict=choice.verdict, reason=reason, **where)
             raise ApiError(403, "not-yours", f"you may not decide this: {reason}")
         assert who is not None
-        rule = self.rule(run, item)
-        if rule.approvers == 1 or choice.verdict != "approve":
-            return by  # one person decides; anyone allowed may stop it
+        if rule.approvers == 1 or choice.verdict not in COUNTED:
+            return by  # one person decides; anyone allowed may stop it (deny, skip)
         if choice.args is not None:
             raise ApiError(422, "edit-needs-one-approver", f"{rule.name} asks {rule.approvers} people to approve "
                           "the same arguments: deny it with a message instead of editing")  # fmt: skip
         before = self.audit.approvals(run.run_id, item.call_id, item.args_hash)
-        given = before if by in before else [*before, by]
+        mine = [b for b in before if person_of(b) == who.name]  # the same person through any door counts once
+        given = before if mine else [*before, by]
         if len(given) < rule.approvers:
-            if by not in before:
-                self.audit.write("approved", by, verdict="approve", **where)
+            if not mine:
+                self.audit.write("approved", by, verdict=choice.verdict, **where)
             raise ApiError(
                 202,
                 "needs-another-approver",
@@ -126,6 +146,33 @@ class People:
                 run,
             )
         return "+".join(given)
+
+    def _edit_not_allowed(self, who: Who | None, item: ItemView, rule: Rule, own: Rule) -> str:
+        """Why ``who`` may not approve the edited arguments under their ``rule`` ('' when they may).
+
+        Under another rule than the item's ``own``, the edited call never waited, so it was never
+        escalated: only that rule's ``who`` counts."""
+        if who is None or rule == own or self.rules.may_decide(who.name, rule, escalated=False):
+            return ""
+        needs = " or ".join(rule.who)
+        return f"{item.tool} with these edited arguments needs {needs} ({rule.name} of {self.rules.source})"
+
+    def may_cancel(self, run: RunView, who: Who | None) -> None:
+        """A person may end a run only if they may decide every item it waits on (403 with the reason)."""
+        if not self.on or who is None or not who.person:
+            return  # the server's own token (the operator's) may end any run; the cancel is still logged
+        for item in run.waiting:
+            if why := self.why_not(who, run, item):
+                said = f"the run waits on {item.call_id}, which is not yours: {why}"
+                where = {"run_id": run.run_id, "call_id": item.call_id, "tool": item.tool}
+                self.audit.write("refused", who.reviewer(), verdict="cancel", reason=said, **where)
+                raise ApiError(403, "not-yours", f"you may not cancel this run: {said}")
+
+    def cancelled(self, run: RunView, by: str, reason: str) -> None:
+        """Log a cancel, with the items the run waited on (it never decides them now)."""
+        if self.on:
+            waiting = [i.call_id for i in run.waiting]
+            self.audit.write("cancelled", by, run_id=run.run_id, reason=reason, waiting=waiting)
 
     def decided(self, run: RunView, item: ItemView, choice: Choice, by: str) -> None:
         """Log a recorded decision."""

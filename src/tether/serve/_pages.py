@@ -201,6 +201,7 @@ async def run_page(request: Request) -> Response:
         response = await frame(request, "No such run", f'<div class="empty"><p>There is no run {h(run_id)}.</p></div>')
         response.status_code = 404
         return response
+    server(request).people.showed(who(request), run)
     return await frame(request, f"Run {run_id}", run_body(request, run), kind="run")
 
 
@@ -333,7 +334,7 @@ async def cancel(request: Request) -> Response:
         if not csrf_ok(who(request), form.get("csrf", "")):
             raise ApiError(403, "csrf", "this form is stale or not from this inbox: reload the page")
         run_id = request.path_params["run_id"]
-        await server(request).service.cancel(run_id, reason="", by=who(request).reviewer())
+        await server(request).service.cancel(run_id, reason="", by=who(request).reviewer(), who=who(request))
     except ApiError as exc:
         return error_response(exc) if _wants_json(request) else await _error_page(request, exc)
     return RedirectResponse(f"{root(request)}/runs/{quote(run_id, safe='')}?notice=cancel", status_code=303)

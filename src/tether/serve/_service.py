@@ -61,6 +61,8 @@ class Judge(Protocol):
     def admit(self, run: RunView, item: ItemView, choice: Choice, who: Any, by: str) -> str: ...
     def decided(self, run: RunView, item: ItemView, choice: Choice, by: str) -> None: ...
     def visible(self, who: Any, items: list[ItemView], runs: dict[str, RunView]) -> list[ItemView]: ...
+    def may_cancel(self, run: RunView, who: Any) -> None: ...
+    def cancelled(self, run: RunView, by: str, reason: str) -> None: ...
 
 
 class Service:
@@ -168,17 +170,24 @@ class Service:
             items = self.judge.visible(who, items, runs)
         return sorted(items, key=lambda i: (i.since, i.run_id, i.call_id), reverse=True)
 
-    async def cancel(self, run_id: str, *, reason: str, by: str) -> RunView:
-        """End a run for good; a worker advancing it stops at its next commit."""
+    async def cancel(self, run_id: str, *, reason: str, by: str, who: Any = None) -> RunView:
+        """End a run for good; a worker advancing it stops at its next commit.
+
+        With a judge, ``who`` must be allowed to decide every item the run waits on (a cancel
+        settles them all), and the cancel is logged."""
         for _ in range(ATTEMPTS):
             view = await self.view(run_id)
             if view.status == "finished" or view.closed:
                 raise ApiError(409, "already-ended", f"run {run_id!r} is {view.status!r} already", view)
+            if self.judge is not None:
+                self.judge.may_cancel(view, who)
             said = f"cancelled by {by}" + (f": {reason}" if reason else "")
             try:
                 await self.store.append(run_id, [Cancelled(said, final=True, at=time.time())], expected_seq=view.seq)
             except LeaseConflict:
                 continue  # a worker committed meanwhile: look again
+            if self.judge is not None:
+                self.judge.cancelled(view, by, reason)
             return await self.view(run_id)
         raise ApiError(409, "busy", f"run {run_id!r} kept moving; try again", await self.view(run_id))
 
