@@ -149,6 +149,37 @@ async def test_a_run_that_cannot_advance_shows_failed_with_its_reason(tmp_path: 
     assert "got deps of type SimpleNamespace" in page.text  # the inbox's run page says why too
 
 
+async def test_a_factory_that_fails_after_a_decision_leaves_the_run_failed_with_its_reason(tmp_path: Path) -> None:
+    """Approved, then the factory breaks: the run must not sit paused with nothing waiting and no error."""
+    broken: list[bool] = []
+
+    def make_deps(run_id: str, agent: str, inputs: dict[str, Any]) -> Desk:
+        if broken:
+            raise RuntimeError("the customer database is down")
+        return Desk("ana", [])
+
+    store = SQLiteStore(str(tmp_path / "runs.db"))
+    server = Server([desk_agent()], store=store, env={"TETHER_SERVE_TOKEN": TOKEN}, deps=make_deps)
+    async with server.running(), client_of(server) as c:
+        run_id = (await c.post("/api/runs", json={"agent": "desk", "input": "refund A1"})).json()["run_id"]
+
+        async def paused() -> bool:
+            return bool((await c.get(f"/api/runs/{run_id}")).json()["items"])
+
+        await until(paused, "the run pauses on the refund")
+        broken.append(True)
+        item = (await c.get("/api/items")).json()["items"][0]
+        approve = f"/api/runs/{run_id}/items/{item['call_id']}/approve"
+        assert (await c.post(approve, json={"args_hash": item["args_hash"]})).status_code == 200
+
+        async def failed() -> bool:
+            return (await c.get(f"/api/runs/{run_id}")).json()["status"] == "failed"
+
+        await until(failed, "the run shows failed after its approval")
+        run = (await c.get(f"/api/runs/{run_id}")).json()
+    assert "the customer database is down" in run["error"]
+
+
 async def test_a_factory_that_refuses_the_inputs_is_a_422_and_no_run(tmp_path: Path) -> None:
     def make_deps(run_id: str, agent: str, inputs: dict[str, Any]) -> Desk:
         return Desk(inputs["customer"], [])

@@ -112,15 +112,16 @@ def _instructions_fail(agent: Agent) -> str | None:
 async def record_stuck(store: RunStore, run_id: str, exc: BaseException) -> bool:
     """End a run that a worker could not advance with ``failed`` and the reason (True if recorded).
 
-    Only a run still ``running`` is ended: it would otherwise show ``running`` forever, its reason
-    only in a log. A failed run is resumed, like any other, once the cause is fixed. A store or
+    Only a run still ``running``, or ``paused`` with its items decided (a worker was given it to
+    go on), is ended: it would otherwise show ``running`` forever, or ``paused`` with nothing
+    waiting, its reason only in a log. A failed run is resumed, like any other, once the cause is fixed. A store or
     network error is not the run's fault: the run is left for another worker (the sweeper finds it).
     """
     if transient(exc):
         return False
     try:
         info = await store.get(run_id)
-        if info is None or info.status != "running":
+        if info is None or info.status not in ("running", "paused"):
             return False
         reason = f"no worker could advance it: {type(exc).__name__}: {exc}"
         await store.append(run_id, [Failed(reason, type(exc).__name__, at=time.time())], expected_seq=info.seq)
