@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -131,16 +130,24 @@ async def ask(
     """
     stream = getattr(policy, "stream", None)
     if stream is None:
-        with _deciding(run_id):
+        token = None if run_id is None else _RUN.set(run_id)  # set and reset inline: this is every step's path
+        try:
             reply = await policy.decide(context, tools)
+        finally:
+            if token is not None:
+                _RUN.reset(token)
         yield reply
         return
     final = None
     pieces = stream(context, tools)
     try:
         while True:
-            with _deciding(run_id):
+            token = None if run_id is None else _RUN.set(run_id)
+            try:
                 piece = await anext(pieces, None)
+            finally:
+                if token is not None:
+                    _RUN.reset(token)
             if piece is None:
                 break
             if isinstance(piece, Message):
@@ -162,18 +169,6 @@ def deciding_run() -> str:
     """The id of the run whose policy is deciding now (a child run's ``<run id>/<call id>``), or ""
     outside a run's decision."""
     return _RUN.get()
-
-
-@contextmanager
-def _deciding(run_id: str | None) -> Iterator[None]:
-    if run_id is None:  # a policy driving another (a fallback): the run named already stays
-        yield
-        return
-    token = _RUN.set(run_id)
-    try:
-        yield
-    finally:
-        _RUN.reset(token)
 
 
 def unique_call_ids(message: Message, seen: set[str]) -> Message:

@@ -60,7 +60,7 @@ from .resuming import check_against_store, check_resumable, driver, resumed, sho
 from .session import continue_session
 from .settings import Input, Observer, Settings, Watcher, instructions_of, labels, model_of, require_deps
 from .streams import CancelRequested, interleave
-from .turn import Execute, Note, Step, Wait, ended_by, plan
+from .turn import Execute, Note, Step, Wait, asked_by, ended_by, plan
 
 __all__ = ["Input", "Observer", "Parent", "Run", "Settings", "Watcher"]
 
@@ -380,7 +380,7 @@ class Run:
         approvers = (*(self.parent.approvers if self.parent else ()), *((agent.approver,) if agent.approver else ()))
 
         def gate(tool: Tool, args: dict[str, Any]) -> bool | str:  # the tool's gate, then every approver up the tree
-            return tool.needs_approval(args, ctx) or next((s for a in approvers if (s := a(tool, args, ctx))), False)
+            return tool.needs_approval(args, ctx) or (approvers != () and asked_by(approvers, tool, args, ctx))
 
         steps = [plan(p, agent.tools, j.decisions.get(p.call.id), gate) for p in j.pending.values()]
         return screened(agent, j, steps) if agent.output_validators else steps  # validators see the journal

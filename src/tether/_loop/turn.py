@@ -26,7 +26,7 @@ it says exactly one of three things:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Never, NoReturn
 
@@ -38,7 +38,7 @@ from ..pending import VERBS, CallStatus
 from ..state import Decision, PendingCall, strict_loads
 from ..tools import ArgumentsInvalid, Tool
 
-__all__ = ["Execute", "Gate", "Note", "Step", "Wait", "ended_by", "plan", "question_text", "turn_results"]
+__all__ = ["Execute", "Gate", "Note", "Step", "Wait", "asked_by", "ended_by", "plan", "question_text", "turn_results"]
 
 Gate = Callable[[Tool, dict[str, Any]], bool | str]  # True, or why as text: a human decides
 """Whether a call needs a human: the tool and the call's validated arguments -> True to ask.
@@ -152,6 +152,11 @@ def _answered(call: ToolCall, tool: Tool, decision: Decision) -> Note:
     except ArgumentsInvalid as exc:
         raise StateError(f"the answer for call {call.id!r} is invalid: {exc}") from None
     return Note(ToolFinished(Message.tool_result(call.id, tool.answer_text(value), name=call.name)))
+
+
+def asked_by(approvers: Sequence[Callable[..., Any]], tool: Tool, args: dict[str, Any], ctx: Context) -> bool | str:
+    """The first approver's wish to ask a person about this call (its reason, or True), else False."""
+    return next((s for a in approvers if (s := a(tool, args, ctx))), False)
 
 
 def _ask_gate(gate: Gate, tool: Tool, args: dict[str, Any]) -> tuple[bool, str]:
