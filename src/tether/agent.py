@@ -204,7 +204,9 @@ class Agent:
         Inside a running event loop (async code, Jupyter) use ``await agent.run(...)``.
         """
         if loop_running():  # asked outside any except block: the run's own errors are not chained to it
-            raise UserError("run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run")
+            raise UserError(
+                "run_sync() cannot run inside a running event loop (async code, Jupyter): await agent.run(...)"
+            )
         return asyncio.run(self.run(input, context=context, run_id=run_id, meta=meta, session=session, deps=deps))
 
     output_of = output_of  # a finished run's output, rebuilt from its state or events (tether._loop.result.output_of)

@@ -28,7 +28,10 @@ TESTS = str(Path(__file__).parents[1])
 
 def work(store: str, oracle: Path, ws: Path, program: str, run_id: str, mode: str, crash: str = "") -> dict[str, Any]:
     """One worker process (killed at ``crash`` when given): how the run stopped, or None if killed."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")])}
+    # No empty entry: it would put the worker's working directory ("/") on its import path, where the
+    # sandbox refuses any workspace (a command could plant code the host would import).
+    paths = [TESTS, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     env.pop("TETHER_CRASH_AT", None)
     if crash:
         env["TETHER_CRASH_AT"] = crash

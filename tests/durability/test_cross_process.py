@@ -24,7 +24,7 @@ RUNS = int(os.environ.get("TETHER_E5_RUNS", "20"))
 TRANSCRIPT_END = """\
     ?? issue_refund waits for a human decision
   (paused: approval)
-    !! a human said approve to call_5_0
+    !! supervisor said approve to call_5_0
     -> issue_refund returned: $79 refunded to the original card
   final answer: Good news, A1234 qualifies. I refunded $79 to your card; expect it in 3 to 5 days."""
 
