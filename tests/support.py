@@ -94,3 +94,24 @@ async def approve_through_the_api(client: Any, run_id: str, *, prefix: str = "",
         return (await client.get(run)).json()["status"] == "finished"
 
     await until(finished, f"run {run_id} finishes after its approval", seconds=seconds)
+
+
+def require_local_model(name: str = "qwen2.5-coder-1.5b") -> None:
+    """Skip the test when the offline model ``name`` is not installed; fail instead when
+    ``TETHER_REQUIRE_LOCAL_MODEL=1`` (CI), so a broken install cannot pass as a skip."""
+    import os
+
+    import pytest
+
+    from tether.exceptions import UserError
+
+    try:
+        import xllamacpp  # noqa: F401
+
+        from tether.providers._weights import gguf_path
+
+        gguf_path(name)
+    except (ImportError, UserError) as exc:
+        if os.environ.get("TETHER_REQUIRE_LOCAL_MODEL") == "1":
+            pytest.fail(f"the local model {name} is required here: {exc}")
+        pytest.skip(f"the local model {name} is not installed: {exc}")

@@ -9,30 +9,22 @@ returns (within a liveness bound); how many seconds it takes is measured by
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pexpect
 import pytest
 
-from tether.exceptions import UserError
+from support import require_local_model
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]
 TASK = "Write a long story, at least 400 words, about a lighthouse keeper. Do not use any tool."
 
 
 def _cache() -> str:
-    try:
-        import xllamacpp  # noqa: F401
+    from tether.providers._weights import cache_dir
 
-        from tether.providers._weights import cache_dir, gguf_path
-
-        gguf_path("qwen2.5-coder-1.5b")
-    except (ImportError, UserError) as exc:
-        if os.environ.get("TETHER_REQUIRE_LOCAL_MODEL") == "1":
-            pytest.fail(f"the default local model is required here: {exc}")
-        pytest.skip(f"the default local model is not installed: {exc}")
+    require_local_model("qwen2.5-coder-1.5b")
     return str(cache_dir().parent)
 
 

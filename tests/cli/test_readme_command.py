@@ -13,23 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tether.exceptions import UserError
+from support import require_local_model
 
 pytestmark = [pytest.mark.local_model, pytest.mark.sandbox]
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _require_default_model() -> None:
-    try:
-        import xllamacpp  # noqa: F401
-
-        from tether.providers._weights import gguf_path
-
-        gguf_path("qwen2.5-coder-1.5b")
-    except (ImportError, UserError) as exc:
-        if os.environ.get("TETHER_REQUIRE_LOCAL_MODEL") == "1":
-            pytest.fail(f"the default local model is required here: {exc}")
-        pytest.skip(f"the default local model is not installed: {exc}")
+    require_local_model("qwen2.5-coder-1.5b")
 
 
 FLAT = {"a.py": 1, "b.py": 1, "c.py": 1, "notes.txt": 1, "README.md": 1}

@@ -8,14 +8,12 @@ refund or answer without claiming one; it must never hand the caller a claim.
 
 from __future__ import annotations
 
-import os
-
 import pydantic
 import pytest
 
+from support import require_local_model
 from tether import Agent
 from tether.evals.datasets.bodies import SUPPORT, check_policy, issue_refund, look_up_order
-from tether.exceptions import UserError
 from tether.grounding import no_unbacked_claims, requires
 
 pytestmark = [pytest.mark.slow, pytest.mark.local_model]
@@ -30,16 +28,7 @@ class RefundOutcome(pydantic.BaseModel):
 
 @pytest.fixture(scope="module")
 def brain():  # type: ignore[no-untyped-def]
-    try:
-        import xllamacpp  # noqa: F401
-
-        from tether.providers._weights import gguf_path
-
-        gguf_path("qwen2.5-coder-1.5b")
-    except (ImportError, UserError) as exc:
-        if os.environ.get("TETHER_REQUIRE_LOCAL_MODEL") == "1":
-            pytest.fail(f"the default local model is required here: {exc}")
-        pytest.skip(str(exc))
+    require_local_model("qwen2.5-coder-1.5b")
     from tether.providers import LocalModel
 
     return LocalModel()
